@@ -1,0 +1,5 @@
+import sys
+
+from specdemo.cli import main
+
+sys.exit(main())

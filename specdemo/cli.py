@@ -1,0 +1,174 @@
+"""Command line: ``python -m specdemo generate|prepare|bench``.
+
+``generate`` streams the answer with each token coloured by what happened to it (plain text when
+stdout is not a terminal) and then prints the stats; ``--json`` prints one JSON object instead.
+"""
+
+import argparse
+import json
+import sys
+
+from tqdm import tqdm
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", help="named pair (env SPECDEMO_PAIR; default qwen-coder)")
+    parser.add_argument(
+        "--target", help="target model: hub id or local folder (env SPECDEMO_TARGET)"
+    )
+    parser.add_argument("--draft", help="draft model: hub id or local folder (env SPECDEMO_DRAFT)")
+    parser.add_argument(
+        "--precision", choices=["4bit", "bf16", "fp32"], help="env SPECDEMO_PRECISION"
+    )
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="env SPECDEMO_DEVICE")
+
+
+class ProgressBars:
+    """A models.Progress callback drawing one tqdm bar per stage, on stderr."""
+
+    def __init__(self):
+        self.bars: dict[str, tqdm] = {}
+
+    def __call__(self, stage: str, done: float, total: float) -> None:
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = tqdm(
+                total=total,
+                desc=stage,
+                unit="B" if total > 1e5 else "it",
+                unit_scale=True,
+                file=sys.stderr,
+                leave=False,
+            )
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+
+def load(args, quiet: bool = False):
+    from specdemo.models import load_pair
+
+    return load_pair(
+        args.pair,
+        target=args.target,
+        draft=args.draft,
+        precision=args.precision,
+        device=args.device,
+        progress=None if quiet else ProgressBars(),
+    )
+
+
+def cmd_generate(args) -> int:
+    from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
+    from specdemo.render import ansi, legend_ansi, round_spans
+    from specdemo.sampling import SamplingConfig
+    from specdemo.text import Detokenizer, encode_prompt
+
+    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)
+    pair = load(args, quiet=args.json)
+    input_ids = encode_prompt(pair.tokenizer, args.prompt, system=args.system)
+    generator = make_generator(args.seed, pair.target.device)
+    drafter = make_drafter(
+        args.drafter, pair.draft, sampling, generator, pair.target.device, adaptive=args.adaptive
+    )
+    stats, detok, tokens = Stats(), Detokenizer(pair.tokenizer), []
+    colour = sys.stdout.isatty() and not args.json
+    if colour:
+        print(legend_ansi(), file=sys.stderr)
+    for r in speculative_generate(
+        pair.target,
+        drafter,
+        input_ids,
+        k=args.k,
+        sampling=sampling,
+        max_new_tokens=args.max_new_tokens,
+        generator=generator,
+        stats=stats,
+    ):
+        tokens += r.tokens
+        spans = round_spans(r, detok, show_rejected=colour)
+        if not args.json:
+            print(ansi(spans) if colour else "".join(text for text, _ in spans), end="", flush=True)
+    text = pair.tokenizer.decode(tokens, skip_special_tokens=True)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "text": text,
+                    "tokens": tokens,
+                    "stats": stats.as_dict(),
+                    "models": pair.summary.__dict__,
+                }
+            )
+        )
+        return 0
+    print()
+    s = stats
+    print(
+        f"\n{s.new_tokens} tokens in {s.wall_time:.2f} s ({s.tokens_per_s:.1f} tok/s) | "
+        f"alpha {s.alpha:.2f} | {s.tokens_per_pass:.2f} tokens per target pass | "
+        f"{s.rounds} target passes, {s.draft_passes} draft passes | c {s.c:.2f}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    from specdemo.models import prepare
+
+    folders = prepare(args.pair, precision=args.precision, progress=ProgressBars())
+    for folder in folders:
+        print(folder)
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from specdemo.bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m specdemo", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="speculative generation in the terminal")
+    gen.add_argument("prompt")
+    gen.add_argument("--system", help="system prompt for chat models")
+    gen.add_argument("--k", type=int, default=5, help="draft tokens per round")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+    gen.add_argument("--top-k", type=int)
+    gen.add_argument("--top-p", type=float)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--drafter", choices=["model", "lookup"], default="model")
+    gen.add_argument(
+        "--adaptive", action="store_true", help="stop drafting when the draft is unsure"
+    )
+    gen.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_args(gen)
+    gen.set_defaults(func=cmd_generate)
+
+    prep = sub.add_parser("prepare", help="build the model caches ahead of the first run")
+    add_model_args(prep)
+    prep.set_defaults(func=cmd_prepare)
+
+    bench = sub.add_parser("bench", help="benchmark against transformers generate")
+    add_model_args(bench)
+    bench.set_defaults(func=cmd_bench)
+    try:
+        from specdemo.bench import add_args
+    except ImportError:
+        pass
+    else:
+        add_args(bench)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as e:  # bad input: a clear message, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2

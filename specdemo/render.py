@@ -1,0 +1,44 @@
+"""Rounds to labelled text spans: what happened to each token, for the terminal and the app.
+
+A span is a ``(text, label)`` pair, the shape Gradio's HighlightedText takes. Labels:
+"accepted" (a draft token the target kept), "resampled" (the target's replacement for the first
+rejected draft), "bonus" (the extra token after a fully accepted block), "rejected" (the draft
+token that lost, shown struck through), and "target" for target-only tokens.
+"""
+
+from specdemo.engine import Round
+from specdemo.text import Detokenizer
+
+COLORS = {
+    "accepted": "#22c55e",
+    "resampled": "#f97316",
+    "bonus": "#3b82f6",
+    "rejected": "#ef4444",
+    "target": "#a3a3a3",
+}
+ANSI = {"accepted": "32", "resampled": "33", "bonus": "34", "rejected": "9;31", "target": "0"}
+
+
+def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> list[tuple[str, str]]:
+    """Push a round's emitted tokens through `detok` and label each piece."""
+    spans = []
+    for i, token in enumerate(r.tokens):
+        if i < r.n_accepted:
+            label = "accepted"
+        else:
+            if show_rejected and r.rejected is not None:
+                spans.append((detok.peek(r.rejected), "rejected"))
+            label = "bonus" if r.bonus else "resampled"
+        spans.append((detok.push(token), label))
+    return [(text, label) for text, label in spans if text]
+
+
+def ansi(spans: list[tuple[str, str]]) -> str:
+    """Spans as ANSI-coloured terminal text; rejected drafts struck through in red."""
+    return "".join(f"\x1b[{ANSI[label]}m{text}\x1b[0m" for text, label in spans)
+
+
+def legend_ansi() -> str:
+    return " ".join(
+        ansi([(label, label)]) for label in ("accepted", "resampled", "bonus", "rejected")
+    )
