@@ -189,3 +189,22 @@ def top_tokens(dist: torch.Tensor, n: int = 5) -> list[tuple[int, float]]:
     """The n most likely (token, probability) pairs of a (vocab,) distribution."""
     values, indices = torch.topk(dist.float(), min(n, dist.shape[-1]))
     return [(i, v) for i, v in zip(indices.tolist(), values.tolist(), strict=True) if v > 0]
+
+
+def first_token_samples(
+    p: torch.Tensor, q: torch.Tensor | None, n: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """n independent first tokens of a round through the accept/resample path, vectorised.
+
+    p, q: (vocab,) target and draft distributions at one position (q None: sample from p).
+    Draw x ~ q, keep it with probability min(1, p(x)/q(x)), else draw from the residual; the
+    result is distributed as p, which the app's exactness tab shows with histograms.
+    """
+    if q is None:
+        return torch.multinomial(p, n, replacement=True, generator=generator)
+    vocab = max(p.shape[-1], q.shape[-1])
+    p, q = pad_vocab(p, vocab), pad_vocab(q, vocab)
+    x = torch.multinomial(q, n, replacement=True, generator=generator)  # (n,)
+    keep = torch.rand(n, generator=generator, device=p.device) < acceptance_probs(p[x], q[x])
+    fallback = torch.multinomial(residual(p, q), n, replacement=True, generator=generator)
+    return torch.where(keep, x, fallback)
