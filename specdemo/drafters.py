@@ -45,9 +45,11 @@ class ModelDrafter:
         generator: torch.Generator | None = None,
         adaptive: bool = False,
         threshold: float = 0.4,
+        head_rows: int | None = None,
     ):
         self.model, self.sampling, self.generator = model, sampling, generator
         self.adaptive, self.threshold = adaptive, threshold
+        self.head = draft_head(model, head_rows) if head_rows else None
         self.cache = None
         self.fed: list[int] = []  # tokens whose keys/values are in the cache
         self.steps = 0  # forward passes, for the cost ratio c
@@ -69,7 +71,7 @@ class ModelDrafter:
         tokens, qs = [], []
         feed: list[int] | torch.Tensor = pending
         for i in range(k):
-            logits, self.cache = forward(self.model, feed, self.cache)
+            logits, self.cache = self._forward(feed)
             self.steps += 1
             if self.sampling.greedy:  # a greedy draft is deterministic: q is one-hot, left implicit
                 token = logits[-1:].argmax(-1)
@@ -88,8 +90,27 @@ class ModelDrafter:
         self.fed = list(context) + draft.tolist()[:-1] if tokens else self.fed
         return draft, (torch.cat(qs) if qs else None)
 
+    def _forward(self, feed):
+        if self.head is None:
+            return forward(self.model, feed, self.cache)
+        if isinstance(feed, list):
+            feed = torch.tensor(feed, dtype=torch.long, device=self.model.device)
+        out = self.model.base_model(input_ids=feed.view(1, -1), cache=self.cache, use_cache=True)
+        return torch.nn.functional.linear(out.last_hidden_state[0, -1:], self.head), out.cache
+
     def update(self, n_accepted: int) -> None:
         pass
+
+
+def draft_head(model, rows: int) -> torch.Tensor:
+    """The draft's output weights cut to the first `rows` vocabulary rows: a view, no copy.
+
+    The draft then gives q = 0 to every other token. The acceptance rule stays exact (a token
+    with q = 0 is never proposed and keeps all its p in the residual); only alpha can drop, when
+    the target wants a token outside the subset. Qwen's BPE ids are roughly frequency-ordered,
+    so the first 32k rows cover nearly all English and code, at a fifth of the head's cost.
+    """
+    return model.get_output_embeddings().weight[:rows]  # (rows, hidden), contiguous
 
 
 class LookupDrafter:

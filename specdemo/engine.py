@@ -292,11 +292,13 @@ class Result:
     rounds: list[Round]
 
 
-def make_drafter(kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False):
+def make_drafter(
+    kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False, head_rows=None
+):
     if kind == "model":
         if draft is None:
             raise ValueError('drafter="model" needs a draft model')
-        return ModelDrafter(draft, sampling, generator, adaptive=adaptive)
+        return ModelDrafter(draft, sampling, generator, adaptive=adaptive, head_rows=head_rows)
     if kind == "lookup":
         return LookupDrafter(device=device)
     raise ValueError(f'drafter must be "model" or "lookup", got {kind!r}')

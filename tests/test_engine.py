@@ -47,8 +47,9 @@ def test_greedy_matches_transformers_generate(arch, draft_kind):
 def test_greedy_lookup_matches_transformers_generate(tiny_qwen):
     prompt = PROMPTS[2]
     expected = reference_greedy(tiny_qwen, prompt, 24)
-    result = specdemo.generate(tiny_qwen, None, prompt, k=4, temperature=0, max_new_tokens=24,
-                               drafter="lookup")
+    result = specdemo.generate(
+        tiny_qwen, None, prompt, k=4, temperature=0, max_new_tokens=24, drafter="lookup"
+    )
     assert result.tokens == expected
 
 
@@ -81,8 +82,9 @@ class Recorder(torch.nn.Module):
     def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=1):
         cached = cache.get_seq_length() if cache is not None else 0
         self.history = self.history[:cached] + input_ids[0].tolist()
-        out = self.model(input_ids=input_ids, cache=cache, use_cache=True,
-                         logits_to_keep=logits_to_keep)
+        out = self.model(
+            input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep
+        )
         fresh = self.model(input_ids=torch.tensor([self.history]), use_cache=False).logits
         n = out.logits.shape[1]
         matched = torch.allclose(out.logits[0], fresh[0, -n:], atol=1e-4, rtol=1e-4)
@@ -100,8 +102,9 @@ def test_kv_caches_track_the_accepted_text(temperature, tiny_qwen):
     drafter = ModelDrafter(draft, sampling, g)
     text = list(prompt)
     rounds = 0
-    for r in speculative_generate(target, drafter, prompt, k=4, sampling=sampling,
-                                  max_new_tokens=40, generator=g):
+    for r in speculative_generate(
+        target, drafter, prompt, k=4, sampling=sampling, max_new_tokens=40, generator=g
+    ):
         # The target call of this round saw exactly the accepted text, then the drafts.
         history, cached, matched = target.calls[-1]
         assert matched
@@ -121,8 +124,9 @@ def test_stops_on_every_eos_id_inside_an_accepted_block(tiny_qwen):
     first = free.index(eos)
     tiny_qwen.generation_config.eos_token_id = [12345, eos]
     try:
-        result = specdemo.generate(tiny_qwen, tiny_qwen, prompt, k=8, temperature=0,
-                                   max_new_tokens=20)
+        result = specdemo.generate(
+            tiny_qwen, tiny_qwen, prompt, k=8, temperature=0, max_new_tokens=20
+        )
     finally:
         tiny_qwen.generation_config.eos_token_id = None
     assert result.tokens == free[: first + 1]
@@ -131,8 +135,9 @@ def test_stops_on_every_eos_id_inside_an_accepted_block(tiny_qwen):
 
 def test_max_new_tokens_is_exact(tiny_qwen):
     for n in (1, 2, 5, 13):
-        result = specdemo.generate(tiny_qwen, tiny_qwen, PROMPTS[0], k=4, temperature=1.0,
-                                   max_new_tokens=n, seed=0)
+        result = specdemo.generate(
+            tiny_qwen, tiny_qwen, PROMPTS[0], k=4, temperature=1.0, max_new_tokens=n, seed=0
+        )
         assert len(result.tokens) == n
 
 
@@ -145,15 +150,27 @@ def test_stop_strings_cut_the_block(tiny_qwen):
     free = reference_greedy(tiny_qwen, PROMPTS[0], 20)
     stop = decode(free[4:6])
     want = decode(free).index(stop) + len(stop)
-    result = specdemo.generate(tiny_qwen, tiny_qwen, PROMPTS[0], k=8, temperature=0,
-                               max_new_tokens=20, stop_strings=(stop,), decode=decode)
+    result = specdemo.generate(
+        tiny_qwen,
+        tiny_qwen,
+        PROMPTS[0],
+        k=8,
+        temperature=0,
+        max_new_tokens=20,
+        stop_strings=(stop,),
+        decode=decode,
+    )
     assert decode(result.tokens).endswith(stop) and len(result.tokens) == want
 
 
 def test_seed_reproducibility(tiny_qwen):
     draft = noisy_copy(tiny_qwen, 0.3)
-    runs = [specdemo.generate(tiny_qwen, draft, PROMPTS[1], k=3, temperature=1.0,
-                              max_new_tokens=30, seed=s) for s in (5, 5, 6)]
+    runs = [
+        specdemo.generate(
+            tiny_qwen, draft, PROMPTS[1], k=3, temperature=1.0, max_new_tokens=30, seed=s
+        )
+        for s in (5, 5, 6)
+    ]
     assert runs[0].tokens == runs[1].tokens
     assert [r.draft for r in runs[0].rounds] == [r.draft for r in runs[1].rounds]
     assert runs[0].tokens != runs[2].tokens
@@ -161,8 +178,9 @@ def test_seed_reproducibility(tiny_qwen):
 
 def test_autoregressive_baseline_matches_generate(tiny_llama):
     prompt = PROMPTS[0]
-    steps = list(autoregressive_generate(tiny_llama, prompt, sampling=SamplingConfig(0.0),
-                                         max_new_tokens=16))
+    steps = list(
+        autoregressive_generate(tiny_llama, prompt, sampling=SamplingConfig(0.0), max_new_tokens=16)
+    )
     assert [s.token for s in steps] == reference_greedy(tiny_llama, prompt, 16)
     assert steps[-1].finished and all(s.time > 0 for s in steps)
 
@@ -172,21 +190,37 @@ def test_sampled_baseline_and_speculative_share_a_seeded_first_token():
     table, _ = toy_tables()
     target = BigramLM(table)
     sampling = SamplingConfig(1.0)
-    base = [s.token for s in autoregressive_generate(
-        target, [0], sampling=sampling, max_new_tokens=20, generator=make_generator(3, "cpu"))]
+    base = [
+        s.token
+        for s in autoregressive_generate(
+            target, [0], sampling=sampling, max_new_tokens=20, generator=make_generator(3, "cpu")
+        )
+    ]
     g = make_generator(3, "cpu")
-    spec = [t for r in speculative_generate(target, LookupDrafter(), [0],
-                                            k=0, sampling=sampling, max_new_tokens=20,
-                                            generator=g) for t in r.tokens]
+    spec = [
+        t
+        for r in speculative_generate(
+            target, LookupDrafter(), [0], k=0, sampling=sampling, max_new_tokens=20, generator=g
+        )
+        for t in r.tokens
+    ]
     assert spec == base
 
 
 def test_stats_add_up(tiny_qwen):
     draft = noisy_copy(tiny_qwen, 0.3)
     stats = Stats()
-    rounds = list(speculative_generate(tiny_qwen, ModelDrafter(draft, SamplingConfig(1.0)),
-                                       PROMPTS[0], k=4, sampling=SamplingConfig(1.0),
-                                       max_new_tokens=40, stats=stats))
+    rounds = list(
+        speculative_generate(
+            tiny_qwen,
+            ModelDrafter(draft, SamplingConfig(1.0)),
+            PROMPTS[0],
+            k=4,
+            sampling=SamplingConfig(1.0),
+            max_new_tokens=40,
+            stats=stats,
+        )
+    )
     assert stats.rounds == len(rounds)
     assert stats.new_tokens == sum(len(r.tokens) for r in rounds) == 40
     assert stats.drafted == sum(r.k for r in rounds)

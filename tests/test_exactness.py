@@ -42,7 +42,12 @@ def draw(target, drafter_factory, prompt, k, config, n, seed=0):
         seq = tuple(
             t
             for r in speculative_generate(
-                target, drafter, prompt, k=k, sampling=config, max_new_tokens=LENGTH,
+                target,
+                drafter,
+                prompt,
+                k=k,
+                sampling=config,
+                max_new_tokens=LENGTH,
                 generator=generator,
             )
             for t in r.tokens

@@ -1,0 +1,322 @@
+"""``python -m specdemo bench``: specdemo against target-only and assisted `generate`.
+
+For each temperature and k, every prompt runs three ways, interleaved, on the same model
+objects: transformers `generate` with the target alone (baseline), transformers assisted
+generation with the same draft and k (peer), and specdemo. Medians over prompts, plus the
+measured step costs that predict the speedup, go to JSON, Markdown and a plotly chart.
+"""
+
+import json
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from specdemo.drafters import forward
+from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
+from specdemo.sampling import SamplingConfig
+from specdemo.text import encode_prompt
+from specdemo.theory import expected_speedup, expected_tokens_per_pass, predicted_speedup
+
+PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
+
+
+def add_args(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="a small grid, about 5 minutes")
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7, 8])
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0])
+    parser.add_argument("--sets", nargs="+", default=["code", "prose", "copy"])
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
+    parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
+    parser.add_argument(
+        "--draft-head-rows",
+        type=int,
+        default=None,
+        help="draft head over the first N vocabulary rows (exact for any N)",
+    )
+    parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
+    parser.add_argument("--json", action="store_true", help="print the JSON summary")
+
+
+class ForwardTimer:
+    """Forward hooks summing the wall time spent inside a model's forward passes."""
+
+    def __init__(self, *models):
+        self.total, self._start = 0.0, 0.0
+        self.handles = [
+            h
+            for m in models
+            for h in (m.register_forward_pre_hook(self._pre), m.register_forward_hook(self._post))
+        ]
+
+    def _pre(self, *_):
+        self._start = time.perf_counter()
+
+    def _post(self, *_):
+        self.total += time.perf_counter() - self._start
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+@torch.inference_mode()
+def step_costs(target, draft, input_ids: list[int], ks: list[int], repeats: int = 5) -> dict:
+    """Median seconds of one target step, one draft step and a (k+1)-token verify, at the
+    prompt's context length with a warm cache."""
+
+    def timed(model, n_tokens: int) -> float:
+        _, cache = forward(model, input_ids, None)
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens)
+            times.append(time.perf_counter() - start)
+            cache.crop(-n_tokens)
+        return statistics.median(times)
+
+    costs = {"t_step": timed(target, 1), "t_draft": timed(draft, 1)}
+    costs["t_verify"] = {k: timed(target, k + 1) for k in ks}
+    return costs
+
+
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, head_rows):
+    generator = make_generator(seed, pair.target.device)
+    drafter = make_drafter(
+        "model", pair.draft, sampling, generator, pair.target.device, head_rows=head_rows
+    )
+    stats = Stats()
+    timer = ForwardTimer(pair.target, pair.draft)
+    try:
+        for _ in speculative_generate(
+            pair.target,
+            drafter,
+            input_ids,
+            k=k,
+            sampling=sampling,
+            max_new_tokens=max_new_tokens,
+            generator=generator,
+            stats=stats,
+        ):
+            pass
+    finally:
+        timer.remove()
+    overhead = 1.0 - timer.total / stats.wall_time if stats.wall_time else 0.0
+    return stats, overhead
+
+
+@torch.inference_mode()
+def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
+    """transformers generate: target alone, or assisted by the draft with a constant k."""
+    kwargs = dict(max_new_tokens=max_new_tokens, do_sample=not sampling.greedy)
+    if not sampling.greedy:
+        kwargs.update(
+            temperature=sampling.temperature, top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0
+        )
+    if k is not None:
+        pair.draft.generation_config.num_assistant_tokens = k
+        pair.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        pair.draft.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_model"] = pair.draft
+    ids = torch.tensor([input_ids], device=pair.target.device)
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    elapsed = time.perf_counter() - start
+    return out.shape[1] - ids.shape[1], elapsed
+
+
+@dataclass
+class Row:
+    prompt_set: str
+    temperature: float
+    k: int
+    baseline_tok_s: float
+    peer_tok_s: float | None
+    ours_tok_s: float
+    speedup: float  # ours / baseline, median over prompts
+    peer_speedup: float | None
+    vs_peer: float | None  # ours / peer
+    alpha: float
+    tokens_per_pass: float
+    c: float  # measured t_draft / t_step
+    verify_cost: float  # t_verify(k+1) / t_step
+    predicted: float  # from measured step costs
+    paper: float  # (1 - a^(k+1)) / ((1 - a)(c k + 1))
+    efficiency: float  # speedup / predicted
+    overhead: float  # share of wall time outside model forward passes
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def bench(pair, args, progress=True) -> dict:
+    prompt_sets = json.loads(PROMPTS_FILE.read_text())
+    ks, temps = args.ks, args.temperatures
+    sets = {name: prompt_sets[name] for name in args.sets}
+    if args.quick:
+        ks, temps = [k for k in (3, 6) if k], [0.0, 1.0]
+        sets = {name: prompts[:2] for name, prompts in sets.items() if name in ("code", "prose")}
+    encoded = {
+        name: [encode_prompt(pair.tokenizer, p) for p in prompts] for name, prompts in sets.items()
+    }
+    first = next(iter(encoded.values()))[0]
+    # Warm-up: one short run of each method, so lazy init stays out of the figures.
+    run_hf(pair, first, SamplingConfig(0.0), 8, 0)
+    run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args.draft_head_rows)
+    costs = step_costs(pair.target, pair.draft, first, ks)
+    c = costs["t_draft"] / costs["t_step"]
+
+    total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
+    bar = tqdm(total=total, desc="bench", disable=not progress)
+    rows = []
+    for set_name, prompts in encoded.items():
+        for temp in temps:
+            sampling = SamplingConfig(temp)
+            per_k = {k: [] for k in ks}
+            for i, ids in enumerate(prompts):
+                for rep in range(args.repeats):
+                    seed = 1000 * i + rep
+                    n, t = run_hf(pair, ids, sampling, args.max_new_tokens, seed)
+                    base = n / t
+                    for k in ks:
+                        peer = None
+                        if not args.no_peer:
+                            n_p, t_p = run_hf(pair, ids, sampling, args.max_new_tokens, seed, k)
+                            peer = n_p / t_p
+                        stats, overhead = run_ours(
+                            pair, ids, k, sampling, args.max_new_tokens, seed, args.draft_head_rows
+                        )
+                        per_k[k].append((base, peer, stats, overhead))
+                    bar.update()
+            for k, runs in per_k.items():
+                alpha = median([s.alpha for _, _, s, _ in runs])
+                speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
+                predicted = predicted_speedup(
+                    min(alpha, 1.0), k, costs["t_step"], costs["t_draft"], costs["t_verify"][k]
+                )
+                rows.append(
+                    Row(
+                        prompt_set=set_name,
+                        temperature=temp,
+                        k=k,
+                        baseline_tok_s=median([b for b, _, _, _ in runs]),
+                        peer_tok_s=median([p for _, p, _, _ in runs]),
+                        ours_tok_s=median([s.tokens_per_s for _, _, s, _ in runs]),
+                        speedup=speedup,
+                        peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
+                        vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
+                        alpha=alpha,
+                        tokens_per_pass=median([s.tokens_per_pass for _, _, s, _ in runs]),
+                        c=c,
+                        verify_cost=costs["t_verify"][k] / costs["t_step"],
+                        predicted=predicted,
+                        paper=expected_speedup(alpha, k, c),
+                        efficiency=speedup / predicted if predicted else 0.0,
+                        overhead=median([o for _, _, _, o in runs]),
+                    )
+                )
+    bar.close()
+    return {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        },
+        "models": asdict(pair.summary),
+        "settings": {
+            "ks": ks,
+            "temperatures": temps,
+            "sets": list(sets),
+            "max_new_tokens": args.max_new_tokens,
+            "repeats": args.repeats,
+            "draft_head_rows": args.draft_head_rows,
+        },
+        "step_costs": costs,
+        "rows": [asdict(r) for r in rows],
+    }
+
+
+def markdown(result: dict) -> str:
+    cols = [
+        "prompt_set",
+        "temperature",
+        "k",
+        "baseline_tok_s",
+        "peer_tok_s",
+        "ours_tok_s",
+        "speedup",
+        "vs_peer",
+        "alpha",
+        "tokens_per_pass",
+        "c",
+        "verify_cost",
+        "predicted",
+        "paper",
+        "efficiency",
+        "overhead",
+    ]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in result["rows"]:
+        cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(result: dict):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    rows = result["rows"]
+    for set_name in dict.fromkeys(r["prompt_set"] for r in rows):
+        for temp in dict.fromkeys(r["temperature"] for r in rows):
+            sel = [r for r in rows if r["prompt_set"] == set_name and r["temperature"] == temp]
+            label = f"{set_name} T={temp:g}"
+            fig.add_scatter(
+                x=[r["k"] for r in sel],
+                y=[r["speedup"] for r in sel],
+                mode="lines+markers",
+                name=f"{label} measured",
+            )
+            fig.add_scatter(
+                x=[r["k"] for r in sel],
+                y=[r["predicted"] for r in sel],
+                mode="lines",
+                line={"dash": "dot"},
+                name=f"{label} predicted",
+            )
+    fig.add_hline(y=1.0, line={"color": "grey"})
+    fig.update_layout(
+        title="Speedup over target-only generate", xaxis_title="k", yaxis_title="speedup (×)"
+    )
+    return fig
+
+
+def main(args) -> int:
+    from specdemo.cli import load
+
+    pair = load(args, quiet=args.json)
+    result = bench(pair, args, progress=not args.json)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=2))
+    (out / "bench.md").write_text(markdown(result))
+    chart(result).write_html(out / "bench.html", include_plotlyjs="cdn")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(markdown(result))
+        print(f"step costs: {json.dumps(result['step_costs'])}")
+        print(f"wrote {out}/bench.json, bench.md, bench.html")
+    return 0
+
+
+__all__ = ["add_args", "bench", "main", "expected_tokens_per_pass"]
