@@ -1,6 +1,7 @@
 """Shared test models: fixed-table toy LMs for exactness, tiny random-weight transformers."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -30,7 +31,7 @@ class BigramLM(torch.nn.Module):
     def __init__(self, table: torch.Tensor, eos: int | None = None):
         super().__init__()
         self.table = table.float()  # (vocab, vocab) logits
-        self.generation_config = type("GenerationConfig", (), {"eos_token_id": eos})()
+        self.generation_config = SimpleNamespace(eos_token_id=eos)
 
     @property
     def device(self):
@@ -40,7 +41,7 @@ class BigramLM(torch.nn.Module):
         cache = cache if cache is not None else ToyCache()
         cache.length += input_ids.shape[1]
         logits = self.table[input_ids[0, -logits_to_keep:]]
-        return type("Out", (), {"logits": logits[None], "cache": cache})()
+        return SimpleNamespace(logits=logits[None], cache=cache)
 
 
 def toy_tables(vocab: int = 6, closeness: float = 0.3, seed: int = 0):
