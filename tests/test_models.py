@@ -370,3 +370,28 @@ def test_default_pair_summary_and_eos_ids(default_pair):
     assert ends == {151645, 151643}
     for model in (default_pair.target, default_pair.draft):
         assert ends <= set(model.generation_config.eos_token_id)
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_default_pair_speculative_python_prompt(default_pair, temperature):
+    """The embedded pair through the speculative engine: coherent code, high acceptance."""
+    import specdemo
+    from specdemo.text import encode_prompt
+
+    ids = encode_prompt(
+        default_pair.tokenizer, "Write a Python function that checks whether a number is prime."
+    )
+    result = specdemo.generate(
+        default_pair.target,
+        default_pair.draft,
+        ids,
+        k=4,
+        temperature=temperature,
+        max_new_tokens=32,
+        seed=0,
+    )
+    text = default_pair.tokenizer.decode(result.tokens, skip_special_tokens=True)
+    assert "def" in text
+    assert result.stats.alpha > 0.3
+    assert len(result.tokens) == 32
