@@ -1,0 +1,231 @@
+"""`python app.py` on the tiny pair, driven through gradio_client like any API user would."""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import httpx
+import pytest
+from gradio_client import Client
+from gradio_client.exceptions import AppError
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "Write a Python function that checks whether a number is prime."
+GENERATE = {
+    "prompt": PROMPT,
+    "system": "",
+    "k": 4,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "max_new_tokens": 24,
+    "seed": 0,
+    "drafter": "model",
+    "adaptive": False,
+    "show_rejected": True,
+}
+SWEEP = {
+    "prompt": PROMPT,
+    "system": "",
+    "ks": [1, 3],
+    "temperatures": [0.0, 1.0],
+    "top_p": 1.0,
+    "top_k": 0,
+    "max_new_tokens": 6,
+    "seed": 0,
+    "drafter": "model",
+    "adaptive": False,
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_app(pair: str = "tiny", timeout: float = 180.0):
+    """`python app.py` on a free port; yields its URL, stops it afterwards."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SPECDEMO_PAIR": pair,
+        "SPECDEMO_PRECISION": "fp32"
+        if pair == "tiny"
+        else os.environ.get("SPECDEMO_PRECISION", ""),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+    }
+    url = f"http://127.0.0.1:{port}/"
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    pytest.fail(f"app.py did not start (exit {proc.returncode}):\n{log.read()}")
+                try:
+                    urllib.request.urlopen(url, timeout=2)
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def url():
+    with serve_app() as url:
+        yield url
+
+
+def connect(url, folder) -> Client:
+    return Client(url, verbose=False, download_files=folder, analytics_enabled=False)
+
+
+@pytest.fixture
+def client(url, tmp_path):
+    """A fresh client: its own session, so its own results and step-through context."""
+    client = connect(url, tmp_path)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def shared_client(url, tmp_path_factory):
+    """For calls whose session does not matter (closing a client takes a second)."""
+    client = connect(url, tmp_path_factory.mktemp("downloads"))
+    yield client
+    client.close()
+
+
+def labels(spans: list[dict]) -> set[str]:
+    return {span["class_or_confidence"] for span in spans}
+
+
+def test_generate_streams_both_panes_and_records_the_run(client):
+    spec, target, comparison, _, session_plot, table, csv_path, json_path = client.predict(
+        **GENERATE, api_name="/generate"
+    )
+    assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected"}
+    assert "accepted" in labels(spec) and labels(target) == {"target"}
+    assert "Speedup" in comparison and "Target passes" in comparison
+    assert session_plot["type"] == "plotly"
+    assert [row[1] for row in table["data"]] == [4]
+    assert Path(csv_path).read_text().startswith("run,k,temperature")
+    assert json.loads(Path(json_path).read_text())[0]["k"] == 4
+
+
+def test_sweep_fills_the_grid(client):
+    plot, table, _, json_path = client.predict(**SWEEP, api_name="/sweep")
+    cells = {(row[1], row[2]) for row in table["data"]}
+    assert cells == {(1, 0.0), (3, 0.0), (1, 1.0), (3, 1.0)}
+    assert len(json.loads(Path(json_path).read_text())) == 4
+    assert "theory" in plot["plot"]
+
+
+def test_exactness_check(shared_client):
+    _, summary, greedy, details = shared_client.predict(
+        prompt=PROMPT, temperature=1.0, top_p=1.0, k=4, n=20_000, seed=0, api_name="/exactness"
+    )
+    assert details["sampling"]["tv_speculative"] < 0.05
+    assert details["sampling"]["p_value_speculative"] > 0.001
+    assert details["greedy"]["identical"] and "identical" in greedy
+    assert "Total-variation" in summary
+
+
+def test_step_through_keeps_its_context_per_session(client):
+    args = {"prompt": PROMPT, "k": 3, "temperature": 1.0, "seed": 0, "drafter": "model"}
+    first = client.predict(**args, api_name="/step")
+    second = client.predict(**args, api_name="/step")
+    assert len(second[0]) > len(first[0]) and second[0][: len(first[0])] == first[0]
+    assert "Draft" in first[1] and "Verify" in first[2] and "Accept" in first[3]
+    assert client.predict(api_name="/reset_step")[0] == []
+    assert client.predict(**args, api_name="/step")[0] == first[0]  # same seed, same round
+
+
+@pytest.mark.parametrize(
+    "endpoint, changes, message",
+    [
+        ("/generate", {"prompt": "   "}, "prompt is empty"),
+        ("/generate", {"prompt": "\x00\x01"}, "prompt is empty"),
+        ("/generate", {"prompt": " ".join(f"w{i}" for i in range(2048))}, "limit is 4,096"),
+        ("/generate", {"k": 40}, "K must be between 1 and 16"),
+        ("/generate", {"k": "five"}, "K must be a number"),
+        ("/generate", {"temperature": 9}, "Temperature must be between"),
+        ("/generate", {"top_p": 0}, "Top-p must be above 0"),
+        ("/generate", {"top_k": -5}, "Top-k must be between"),
+        ("/generate", {"max_new_tokens": 100_000}, "Max new tokens must be between"),
+        ("/generate", {"max_new_tokens": 1.5}, "Max new tokens must be a whole number"),
+        ("/sweep", {"ks": []}, "at least one K"),
+        ("/sweep", {"temperatures": [5.0]}, "Temperature must be between"),
+    ],
+)
+def test_bad_input_comes_back_as_a_clear_error(shared_client, endpoint, changes, message):
+    values = {**(GENERATE if endpoint == "/generate" else SWEEP), **changes}
+    with pytest.raises(AppError, match=message):
+        shared_client.predict(**values, api_name=endpoint)
+
+
+def test_bad_exactness_input_comes_back_as_a_clear_error(shared_client):
+    with pytest.raises(AppError, match="N must be between"):
+        shared_client.predict(
+            prompt=PROMPT, temperature=1.0, top_p=1.0, k=4, n=10, seed=0, api_name="/exactness"
+        )
+
+
+def test_nan_is_refused_with_a_message(url):
+    """gradio_client cannot send NaN (strict JSON), but a raw HTTP caller can."""
+    values = [PROMPT, "", 4, float("nan"), 1.0, 0, 8, 0, "model", False, True]
+    body = json.dumps({"data": values})  # Python writes the NaN literal
+    with httpx.Client(base_url=url, timeout=30) as http:
+        event = http.post(
+            "gradio_api/call/generate", content=body, headers={"content-type": "application/json"}
+        ).json()["event_id"]
+        stream = http.get(f"gradio_api/call/generate/{event}").text
+    assert "event: error" in stream and "Temperature must be a finite number" in stream
+
+
+def test_stop_cancels_a_run_before_it_is_recorded(client):
+    long = {**GENERATE, "k": 1, "temperature": 0.0, "max_new_tokens": 1024}
+    job = client.submit(**long, api_name="/generate")
+    deadline = time.monotonic() + 60
+    while not job.outputs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert job.outputs(), "no streamed output from the long run"
+    job.cancel()
+    table = client.predict(**GENERATE, api_name="/generate")[5]
+    assert len(table["data"]) == 1  # only the short run reached the session's results
+
+
+def test_a_client_that_disconnects_frees_the_worker(url, shared_client):
+    """A 64-cell sweep would hold the model slot for many seconds; dropping its stream ends it."""
+    sweep = {**SWEEP, "ks": list(range(1, 17)), "temperatures": [0.0, 0.5, 1.0, 1.5]}
+    sweep["max_new_tokens"] = 64
+    with httpx.Client(base_url=url, timeout=30) as http:
+        event = http.post("gradio_api/call/sweep", json={"data": list(sweep.values())})
+        with http.stream("GET", f"gradio_api/call/sweep/{event.json()['event_id']}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event: generating"):  # the first cell is done
+                    break
+    start = time.monotonic()
+    shared_client.predict(**{**GENERATE, "max_new_tokens": 8}, api_name="/generate")
+    assert time.monotonic() - start < 8.0

@@ -1,0 +1,122 @@
+"""The app in headless Chromium: coloured panes, struck-through rejections, plots, Stop.
+
+Also writes assets/screenshot.png for the README. Runs on the tiny pair; set SPECDEMO_PAIR to
+take the screenshot with another pair.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from test_app_client import serve_app
+
+from specdemo.render import COLORS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None,
+        reason="needs a chromium binary on PATH (apt-get install chromium)",
+    ),
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
+PAIR = os.environ.get("SPECDEMO_PAIR", "tiny")
+
+
+def rgb(label: str) -> str:
+    """The "r, g, b" the frontend paints a label with (as rgba at half opacity)."""
+    return ", ".join(str(int(COLORS[label][i : i + 2], 16)) for i in (1, 3, 5))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with serve_app(PAIR) as url, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        browser.url = url
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.set_default_timeout(60_000)
+    page.goto(browser.url)
+    page.wait_for_selector("#generate")
+    yield page
+    page.close()
+
+
+def tokens(page, pane: str, label: str | None = None) -> int:
+    selector = f"#{pane} .token" + (f'[style*="{rgb(label)}"]' if label else "")
+    return page.locator(selector).count()
+
+
+def set_slider(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_generation_colours_both_panes_and_plots_the_session(page):
+    page.click("#generate")
+    page.wait_for_function(
+        "document.querySelector('#comparison').innerText.includes('agree')"
+        " || document.querySelector('#comparison').innerText.includes('identical')"
+    )
+    assert tokens(page, "spec-pane", "accepted") > 0
+    assert tokens(page, "target-pane", "target") > 0
+    assert page.locator("#rounds-plot .js-plotly-plot").count() == 1
+    assert page.locator("#session-plot .js-plotly-plot .scatterlayer .point").count() >= 1
+
+    rejected = page.locator(f'#spec-pane .token[style*="{rgb("rejected")}"] .text')
+    if PAIR == "tiny":
+        assert rejected.count() > 0
+    for decoration in rejected.evaluate_all(
+        "els => els.map(e => getComputedStyle(e).textDecorationLine)"
+    ):
+        assert "line-through" in decoration
+    page.get_by_label("Show rejected drafts").uncheck()
+    page.wait_for_function(
+        f"!document.querySelector('#spec-pane .token[style*=\"{rgb('rejected')}\"]')"
+    )
+    page.get_by_label("Show rejected drafts").check()
+    page.wait_for_selector(f'#spec-pane .token[style*="{rgb("rejected")}"]')
+
+    page.click("#sweep")  # fills the K x temperature chart for the screenshot
+    page.wait_for_function(
+        "document.querySelectorAll('#session-plot .scatterlayer .point').length >= 18"
+    )
+    time.sleep(1)  # let the last chart and the table settle
+    page.screenshot(path=str(ROOT / "assets" / "screenshot.png"), full_page=True)
+
+
+def test_stop_cancels_a_run_mid_way(page):
+    set_slider(page, "max-new-tokens", 1024)
+    set_slider(page, "k", 1)
+    set_slider(page, "temperature", 0)
+    page.click("#generate")
+    page.wait_for_function(
+        "document.querySelectorAll('#spec-pane .token').length > 0"
+        " && document.querySelector('#comparison').innerText.includes('…')"
+    )
+    page.click("#stop")
+    time.sleep(0.5)  # the round in flight may still arrive
+    shown = tokens(page, "spec-pane")
+    time.sleep(3)
+    assert tokens(page, "spec-pane") == shown
+    assert tokens(page, "target-pane") == 0
+    assert "…" in page.inner_text("#comparison")
