@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from scipy.stats import chisquare
 
+from specdemo import models
 from specdemo.drafters import forward
 from specdemo.engine import (
     Round,
@@ -322,6 +323,7 @@ def run_target(pair, config: RunConfig, ids: list[int]) -> Iterator[TargetRun]:
 
 def warm_up(pair) -> None:
     """One short run of each kind, so the first timed run does not pay one-time start-up costs."""
+    models.warm_up(pair)  # bitsandbytes' one-off weight repacking, and its scratch memory freed
     config = RunConfig("Hello", k=2, temperature=1.0, max_new_tokens=8)
     ids = encode(pair, config)
     last(run_speculative(pair, config, ids))

@@ -251,7 +251,10 @@ def resolve_device(device: str | None = None) -> str:
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        # A ZeroGPU Space lends its GPU only inside spaces.GPU calls: torch sees none at start-up;
+        # models loaded to "cuda" there are moved onto the GPU by the spaces package.
+        zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
+        return "cuda" if zero_gpu or torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
     return device
