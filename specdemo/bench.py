@@ -6,6 +6,7 @@ generation with the same draft and k (peer), and specdemo. Medians over prompts,
 measured step costs that predict the speedup, go to JSON, Markdown and a plotly chart.
 """
 
+import dataclasses
 import json
 import platform
 import statistics
@@ -38,6 +39,11 @@ def add_args(parser) -> None:
         type=int,
         default=None,
         help="draft head over the first N vocabulary rows (exact for any N)",
+    )
+    parser.add_argument(
+        "--self-draft",
+        action="store_true",
+        help="draft = target (alpha = 1): the best case, for speed checks",
     )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
@@ -304,6 +310,8 @@ def main(args) -> int:
     from specdemo.cli import load
 
     pair = load(args, quiet=args.json)
+    if args.self_draft:
+        pair = dataclasses.replace(pair, draft=pair.target)
     result = bench(pair, args, progress=not args.json)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
