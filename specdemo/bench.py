@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specdemo.drafters import forward
+from specdemo.drafters import ModelDrafter, forward
 from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
@@ -28,10 +28,17 @@ PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_prompt
 
 def add_args(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small grid, about 5 minutes")
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7, 8])
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.7, 1.0])
-    parser.add_argument("--sets", nargs="+", default=["code", "prose", "copy"])
-    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--ks", type=int, nargs="+", help="default 1..8 (--quick: 2 4)")
+    parser.add_argument(
+        "--temperatures", type=float, nargs="+", help="default 0 0.7 1 (--quick: 0 1)"
+    )
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        help="prompt sets: default code prose copy (--quick: code prose, two prompts each)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, help="default 96 (--quick: 64)")
+    parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
     parser.add_argument(
@@ -72,29 +79,38 @@ class ForwardTimer:
 
 
 @torch.inference_mode()
-def step_costs(target, draft, input_ids: list[int], ks: list[int], repeats: int = 5) -> dict:
-    """Median seconds of one target step, one draft step and a (k+1)-token verify, at the
-    prompt's context length with a warm cache."""
+def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeats=5) -> dict:
+    """Median seconds of one target step, one draft step (as our drafter runs it, with its
+    head) and a (k+1)-token verify, at the prompt's context length with a warm cache."""
 
-    def timed(model, n_tokens: int) -> float:
+    def timed(model, n_tokens: int, step=None) -> float:
         _, cache = forward(model, input_ids, None)
         times = []
-        for _ in range(repeats):
+        for _ in range(repeats + 1):  # the first is a warm-up
             start = time.perf_counter()
-            forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens)
+            if step is None:
+                forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens)
+            else:
+                step(input_ids[-n_tokens:], cache)
             times.append(time.perf_counter() - start)
             cache.crop(-n_tokens)
-        return statistics.median(times)
+        return statistics.median(times[1:])
 
-    costs = {"t_step": timed(target, 1), "t_draft": timed(draft, 1)}
-    costs["t_verify"] = {k: timed(target, k + 1) for k in ks}
+    drafter = ModelDrafter(pair.draft, SamplingConfig(0.0), head_rows=head_rows)
+
+    def draft_step(tokens, cache):
+        drafter.cache = cache
+        drafter._forward(tokens)
+
+    costs = {"t_step": timed(pair.target, 1), "t_draft": timed(pair.draft, 1, draft_step)}
+    costs["t_verify"] = {k: timed(pair.target, k + 1) for k in ks}
     return costs
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, head_rows):
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, head_rows, adaptive=False):
     generator = make_generator(seed, pair.target.device)
     drafter = make_drafter(
-        "model", pair.draft, sampling, generator, pair.target.device, head_rows=head_rows
+        "model", pair.draft, sampling, generator, pair.target.device, adaptive, head_rows
     )
     stats = Stats()
     timer = ForwardTimer(pair.target, pair.draft)
@@ -155,6 +171,8 @@ class Row:
     predicted: float  # from measured step costs
     paper: float  # (1 - a^(k+1)) / ((1 - a)(c k + 1))
     efficiency: float  # speedup / predicted
+    predicted_tpp: float  # the same, with the measured tokens per pass instead of the iid formula
+    efficiency_tpp: float  # speedup / predicted_tpp: what the loop loses to overhead
     overhead: float  # share of wall time outside model forward passes
 
 
@@ -165,11 +183,12 @@ def median(values):
 
 def bench(pair, args, progress=True) -> dict:
     prompt_sets = json.loads(PROMPTS_FILE.read_text())
-    ks, temps = args.ks, args.temperatures
-    sets = {name: prompt_sets[name] for name in args.sets}
-    if args.quick:
-        ks, temps = [k for k in (3, 6) if k], [0.0, 1.0]
-        sets = {name: prompts[:2] for name, prompts in sets.items() if name in ("code", "prose")}
+    quick = args.quick
+    ks = args.ks or ([2, 4] if quick else list(range(1, 9)))
+    temps = args.temperatures or ([0.0, 1.0] if quick else [0.0, 0.7, 1.0])
+    names = args.sets or (["code", "prose"] if quick else ["code", "prose", "copy"])
+    sets = {name: prompt_sets[name][: 2 if quick else None] for name in names}
+    max_new_tokens = args.max_new_tokens or (64 if quick else 96)
     encoded = {
         name: [encode_prompt(pair.tokenizer, p) for p in prompts] for name, prompts in sets.items()
     }
@@ -177,7 +196,7 @@ def bench(pair, args, progress=True) -> dict:
     # Warm-up: one short run of each method, so lazy init stays out of the figures.
     run_hf(pair, first, SamplingConfig(0.0), 8, 0)
     run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args.draft_head_rows)
-    costs = step_costs(pair.target, pair.draft, first, ks)
+    costs = step_costs(pair, first, ks, args.draft_head_rows)
     c = costs["t_draft"] / costs["t_step"]
 
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
@@ -190,21 +209,31 @@ def bench(pair, args, progress=True) -> dict:
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
-                    n, t = run_hf(pair, ids, sampling, args.max_new_tokens, seed)
+                    n, t = run_hf(pair, ids, sampling, max_new_tokens, seed)
                     base = n / t
                     for k in ks:
                         peer = None
                         if not args.no_peer:
-                            n_p, t_p = run_hf(pair, ids, sampling, args.max_new_tokens, seed, k)
+                            n_p, t_p = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
                         stats, overhead = run_ours(
-                            pair, ids, k, sampling, args.max_new_tokens, seed, args.draft_head_rows
+                            pair,
+                            ids,
+                            k,
+                            sampling,
+                            max_new_tokens,
+                            seed,
+                            args.draft_head_rows,
+                            args.adaptive,
                         )
                         per_k[k].append((base, peer, stats, overhead))
                     bar.update()
             for k, runs in per_k.items():
                 alpha = median([s.alpha for _, _, s, _ in runs])
                 speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
+                tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
+                # Baseline step time over one round's cost: k draft steps and one verify.
+                cost_ratio = costs["t_step"] / (k * costs["t_draft"] + costs["t_verify"][k])
                 predicted = predicted_speedup(
                     min(alpha, 1.0), k, costs["t_step"], costs["t_draft"], costs["t_verify"][k]
                 )
@@ -220,12 +249,14 @@ def bench(pair, args, progress=True) -> dict:
                         peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
                         vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
                         alpha=alpha,
-                        tokens_per_pass=median([s.tokens_per_pass for _, _, s, _ in runs]),
+                        tokens_per_pass=tpp,
                         c=c,
                         verify_cost=costs["t_verify"][k] / costs["t_step"],
                         predicted=predicted,
                         paper=expected_speedup(alpha, k, c),
                         efficiency=speedup / predicted if predicted else 0.0,
+                        predicted_tpp=tpp * cost_ratio,
+                        efficiency_tpp=speedup / (tpp * cost_ratio),
                         overhead=median([o for _, _, _, o in runs]),
                     )
                 )
@@ -242,9 +273,10 @@ def bench(pair, args, progress=True) -> dict:
             "ks": ks,
             "temperatures": temps,
             "sets": list(sets),
-            "max_new_tokens": args.max_new_tokens,
+            "max_new_tokens": max_new_tokens,
             "repeats": args.repeats,
             "draft_head_rows": args.draft_head_rows,
+            "adaptive": args.adaptive,
         },
         "step_costs": costs,
         "rows": [asdict(r) for r in rows],
