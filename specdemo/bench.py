@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specdemo.drafters import ModelDrafter, forward
+from specdemo.drafters import forward
 from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
@@ -43,9 +43,10 @@ def add_args(parser) -> None:
     parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
     parser.add_argument(
         "--draft-head-rows",
-        type=int,
-        default=None,
-        help="draft head over the first N vocabulary rows (exact for any N)",
+        type=lambda v: v if v == "auto" else int(v),
+        default="auto",
+        help="draft head over the first N vocabulary rows (exact for any N); 0 = the full head; "
+        "default auto (32k rows for a vocabulary over 64k)",
     )
     parser.add_argument(
         "--self-draft",
@@ -57,21 +58,25 @@ def add_args(parser) -> None:
 
 
 class ForwardTimer:
-    """Forward hooks summing the wall time spent inside a model's forward passes."""
+    """Forward hooks summing the wall time inside the given modules; nested calls count once."""
 
-    def __init__(self, *models):
-        self.total, self._start = 0.0, 0.0
+    def __init__(self, *modules):
+        self.total, self.depth, self.start = 0.0, 0, 0.0
         self.handles = [
             h
-            for m in models
+            for m in modules
             for h in (m.register_forward_pre_hook(self._pre), m.register_forward_hook(self._post))
         ]
 
     def _pre(self, *_):
-        self._start = time.perf_counter()
+        if self.depth == 0:
+            self.start = time.perf_counter()
+        self.depth += 1
 
     def _post(self, *_):
-        self.total += time.perf_counter() - self._start
+        self.depth -= 1
+        if self.depth == 0:
+            self.total += time.perf_counter() - self.start
 
     def remove(self):
         for h in self.handles:
@@ -96,7 +101,7 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeat
             cache.crop(-n_tokens)
         return statistics.median(times[1:])
 
-    drafter = ModelDrafter(pair.draft, SamplingConfig(0.0), head_rows=head_rows)
+    drafter = make_drafter("model", pair.draft, SamplingConfig(0.0), None, None, False, head_rows)
 
     def draft_step(tokens, cache):
         drafter.cache = cache
@@ -113,7 +118,8 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, head_rows, adap
         "model", pair.draft, sampling, generator, pair.target.device, adaptive, head_rows
     )
     stats = Stats()
-    timer = ForwardTimer(pair.target, pair.draft)
+    # The drafter may call the draft's base model and its own cut head instead of the whole model.
+    timer = ForwardTimer(pair.target, pair.draft, pair.draft.base_model, *drafter.modules())
     try:
         for _ in speculative_generate(
             pair.target,
@@ -164,7 +170,8 @@ class Row:
     speedup: float  # ours / baseline, median over prompts
     peer_speedup: float | None
     vs_peer: float | None  # ours / peer
-    alpha: float
+    alpha: float  # accepted / drafted
+    alpha_per_token: float  # accepted / (accepted + rejected): the formulas' alpha
     tokens_per_pass: float
     c: float  # measured t_draft / t_step
     verify_cost: float  # t_verify(k+1) / t_step
@@ -229,7 +236,7 @@ def bench(pair, args, progress=True) -> dict:
                         per_k[k].append((base, peer, stats, overhead))
                     bar.update()
             for k, runs in per_k.items():
-                alpha = median([s.alpha for _, _, s, _ in runs])
+                alpha = median([s.alpha_per_token for _, _, s, _ in runs])
                 speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
                 tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
                 # Baseline step time over one round's cost: k draft steps and one verify.
@@ -248,7 +255,8 @@ def bench(pair, args, progress=True) -> dict:
                         speedup=speedup,
                         peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
                         vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
-                        alpha=alpha,
+                        alpha=median([s.alpha for _, _, s, _ in runs]),
+                        alpha_per_token=alpha,
                         tokens_per_pass=tpp,
                         c=c,
                         verify_cost=costs["t_verify"][k] / costs["t_step"],
@@ -294,12 +302,15 @@ def markdown(result: dict) -> str:
         "speedup",
         "vs_peer",
         "alpha",
+        "alpha_per_token",
         "tokens_per_pass",
         "c",
         "verify_cost",
         "predicted",
         "paper",
         "efficiency",
+        "predicted_tpp",
+        "efficiency_tpp",
         "overhead",
     ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

@@ -96,21 +96,28 @@ class ModelDrafter:
         if isinstance(feed, list):
             feed = torch.tensor(feed, dtype=torch.long, device=self.model.device)
         out = self.model.base_model(input_ids=feed.view(1, -1), cache=self.cache, use_cache=True)
-        return torch.nn.functional.linear(out.last_hidden_state[0, -1:], self.head), out.cache
+        return self.head(out.last_hidden_state[0, -1:]), out.cache
+
+    def modules(self) -> list[torch.nn.Module]:
+        """The modules a draft step runs besides the draft model itself (for timing hooks)."""
+        return [self.head] if self.head is not None else []
 
     def update(self, n_accepted: int) -> None:
         pass
 
 
-def draft_head(model, rows: int) -> torch.Tensor:
-    """The draft's output weights cut to the first `rows` vocabulary rows: a view, no copy.
+def draft_head(model, rows: int) -> torch.nn.Linear:
+    """The draft's output layer cut to the first `rows` vocabulary rows, sharing its weights.
 
     The draft then gives q = 0 to every other token. The acceptance rule stays exact (a token
     with q = 0 is never proposed and keeps all its p in the residual); only alpha can drop, when
     the target wants a token outside the subset. Qwen's BPE ids are roughly frequency-ordered,
     so the first 32k rows cover nearly all English and code, at a fifth of the head's cost.
     """
-    return model.get_output_embeddings().weight[:rows]  # (rows, hidden), contiguous
+    weight = model.get_output_embeddings().weight[:rows]  # (rows, hidden), a view
+    head = torch.nn.Linear(weight.shape[1], rows, bias=False, device="meta")
+    head.weight = torch.nn.Parameter(weight, requires_grad=False)
+    return head
 
 
 class LookupDrafter:

@@ -23,6 +23,7 @@ from specdemo.sampling import (
 )
 
 DEFAULT_SAMPLING = SamplingConfig()
+AUTO_HEAD_ROWS = 32768
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Stats:
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
+    rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
     draft_passes: int = 0
@@ -78,6 +80,14 @@ class Stats:
     def alpha(self) -> float:
         """Acceptance rate: accepted / drafted."""
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def alpha_per_token(self) -> float:
+        """Per-draft acceptance probability, accepted / (accepted + rejected): the alpha of the
+        theory formulas. Drafts after a rejection are never judged, so `alpha` (accepted /
+        drafted) is lower than this when k > 1."""
+        judged = self.accepted + self.rejected
+        return self.accepted / judged if judged else 0.0
 
     @property
     def tokens_per_pass(self) -> float:
@@ -99,6 +109,7 @@ class Stats:
         self.rounds += 1
         self.drafted += r.k
         self.accepted += r.n_accepted
+        self.rejected += r.n_accepted < r.k
         self.new_tokens += len(r.tokens)
         self.target_passes += 1
         self.draft_passes += r.draft_steps
@@ -111,6 +122,7 @@ class Stats:
         d = {k: v for k, v in self.__dict__.items()}
         d.update(
             alpha=self.alpha,
+            alpha_per_token=self.alpha_per_token,
             tokens_per_pass=self.tokens_per_pass,
             tokens_per_s=self.tokens_per_s,
             c=self.c,
@@ -293,12 +305,20 @@ class Result:
 
 
 def make_drafter(
-    kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False, head_rows=None
+    kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False, head_rows="auto"
 ):
+    """A drafter by name. head_rows "auto" cuts a draft head of more than 64k vocabulary rows to
+    its first 32k (exact either way; on CPU it makes the 0.5B Qwen draft step ~35% cheaper);
+    None or 0 keeps the full head."""
     if kind == "model":
         if draft is None:
             raise ValueError('drafter="model" needs a draft model')
-        return ModelDrafter(draft, sampling, generator, adaptive=adaptive, head_rows=head_rows)
+        if head_rows == "auto":
+            vocab = draft.get_output_embeddings().weight.shape[0]
+            head_rows = AUTO_HEAD_ROWS if vocab > 2 * AUTO_HEAD_ROWS else None
+        return ModelDrafter(
+            draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None
+        )
     if kind == "lookup":
         return LookupDrafter(device=device)
     raise ValueError(f'drafter must be "model" or "lookup", got {kind!r}')
