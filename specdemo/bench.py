@@ -38,6 +38,13 @@ def add_args(parser) -> None:
         help="prompt sets: default code prose copy (--quick: code prose, two prompts each)",
     )
     parser.add_argument("--max-new-tokens", type=int, help="default 96 (--quick: 64)")
+    parser.add_argument("--per-set", type=int, help="prompts per set (default all; --quick: 2)")
+    parser.add_argument(
+        "--drafter",
+        choices=["model", "lookup"],
+        default="model",
+        help="our drafter (the peer always uses the draft model)",
+    )
     parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
     parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
@@ -112,14 +119,23 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeat
     return costs
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, head_rows, adaptive=False):
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
+    """specdemo with the bench's drafter settings; returns the stats and the overhead share."""
     generator = make_generator(seed, pair.target.device)
     drafter = make_drafter(
-        "model", pair.draft, sampling, generator, pair.target.device, adaptive, head_rows
+        args.drafter,
+        pair.draft,
+        sampling,
+        generator,
+        pair.target.device,
+        args.adaptive,
+        args.draft_head_rows,
     )
     stats = Stats()
     # The drafter may call the draft's base model and its own cut head instead of the whole model.
-    timer = ForwardTimer(pair.target, pair.draft, pair.draft.base_model, *drafter.modules())
+    timer = ForwardTimer(
+        pair.target, pair.draft, pair.draft.base_model, *getattr(drafter, "modules", list)()
+    )
     try:
         for _ in speculative_generate(
             pair.target,
@@ -194,7 +210,8 @@ def bench(pair, args, progress=True) -> dict:
     ks = args.ks or ([2, 4] if quick else list(range(1, 9)))
     temps = args.temperatures or ([0.0, 1.0] if quick else [0.0, 0.7, 1.0])
     names = args.sets or (["code", "prose"] if quick else ["code", "prose", "copy"])
-    sets = {name: prompt_sets[name][: 2 if quick else None] for name in names}
+    per_set = args.per_set or (2 if quick else None)
+    sets = {name: prompt_sets[name][:per_set] for name in names}
     max_new_tokens = args.max_new_tokens or (64 if quick else 96)
     encoded = {
         name: [encode_prompt(pair.tokenizer, p) for p in prompts] for name, prompts in sets.items()
@@ -202,7 +219,7 @@ def bench(pair, args, progress=True) -> dict:
     first = next(iter(encoded.values()))[0]
     # Warm-up: one short run of each method, so lazy init stays out of the figures.
     run_hf(pair, first, SamplingConfig(0.0), 8, 0)
-    run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args.draft_head_rows)
+    run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args)
     costs = step_costs(pair, first, ks, args.draft_head_rows)
     c = costs["t_draft"] / costs["t_step"]
 
@@ -224,14 +241,7 @@ def bench(pair, args, progress=True) -> dict:
                             n_p, t_p = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
                         stats, overhead = run_ours(
-                            pair,
-                            ids,
-                            k,
-                            sampling,
-                            max_new_tokens,
-                            seed,
-                            args.draft_head_rows,
-                            args.adaptive,
+                            pair, ids, k, sampling, max_new_tokens, seed, args
                         )
                         per_k[k].append((base, peer, stats, overhead))
                     bar.update()
@@ -285,6 +295,7 @@ def bench(pair, args, progress=True) -> dict:
             "repeats": args.repeats,
             "draft_head_rows": args.draft_head_rows,
             "adaptive": args.adaptive,
+            "drafter": args.drafter,
         },
         "step_costs": costs,
         "rows": [asdict(r) for r in rows],
