@@ -102,12 +102,15 @@ def session_chart(runs: list[dict]) -> go.Figure:
         fig.add_trace(
             go.Scatter(x=ks, y=speedups, name=name, showlegend=False, **common), row=1, col=2
         )
-        alpha, c = mean(r["alpha"] for r in group), mean(r["c"] for r in group)
+        # The formula's α is the per-draft acceptance probability; accepted/drafted (plotted on
+        # the left) is lower, since drafts after a rejection are never judged.
+        alpha = mean(r["alpha_per_token"] for r in group)
+        c = mean(r["c"] for r in group)
         fig.add_trace(
             go.Scatter(
                 x=K_AXIS,
                 y=[expected_speedup(min(alpha, 1.0), k, c) for k in K_AXIS],
-                name=f"{name} theory (α={alpha:.2f}, c={c:.2f})",
+                name=f"{name} theory (α per draft={alpha:.2f}, c={c:.2f})",
                 mode="lines",
                 line={"color": color, "width": 2, "dash": "dash"},
                 legendgroup=name,

@@ -354,6 +354,7 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
         "seed": config.seed,
         "max_new_tokens": config.max_new_tokens,
         "alpha": s.alpha,
+        "alpha_per_token": s.alpha_per_token,
         "tokens_per_pass": s.tokens_per_pass,
         "c": s.c,
         "spec_tokens": len(spec.tokens),
