@@ -74,3 +74,15 @@ def test_reduced_draft_head_keeps_greedy_exact(tiny_qwen):
         for t in r.tokens
     ]
     assert tokens == expected
+
+
+def test_make_drafter_cuts_only_large_draft_heads(tiny_qwen):
+    from specdemo.engine import AUTO_HEAD_ROWS, make_drafter
+
+    sampling = SamplingConfig(1.0)
+    assert make_drafter("model", tiny_qwen, sampling, None, "cpu").head is None
+    big = tiny_model("qwen2", seed=0, vocab=3 * AUTO_HEAD_ROWS, layers=1)
+    drafter = make_drafter("model", big, sampling, None, "cpu")
+    assert drafter.head.weight.shape[0] == AUTO_HEAD_ROWS
+    assert drafter.head.weight.data_ptr() == big.lm_head.weight.data_ptr()  # a view, no copy
+    assert make_drafter("model", big, sampling, None, "cpu", head_rows=0).head is None
