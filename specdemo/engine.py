@@ -145,7 +145,10 @@ def as_list(input_ids: list[int] | torch.Tensor) -> list[int]:
 
 def make_generator(seed: int | None, device) -> torch.Generator:
     generator = torch.Generator(device=device)
-    generator.manual_seed(seed) if seed is not None else generator.seed()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
     return generator
 
 
@@ -225,15 +228,17 @@ def speculative_generate(
         # k drafts + 1 target token never need to exceed what is left to generate.
         draft, q = drafter.propose(context, min(k, max_new_tokens - len(stopper.generated) - 1))
         t1 = _timed_sync(device)
-        feed = torch.cat([torch.tensor(context[-1:], device=device), draft.to(device)])
+        draft = draft.to(device)
+        feed = torch.cat([torch.tensor(context[-1:], device=device), draft])
         logits, cache = forward(target, feed, cache, n_logits=len(feed))  # (k+1, vocab)
         if sampling.greedy:
-            verdict = verify_greedy(draft.to(device), logits)
+            verdict = verify_greedy(draft, logits)
         else:
             q = q.to(device) if q is not None else None
-            verdict = verify(draft.to(device), q, logits_to_probs(logits, sampling), generator)
+            verdict = verify(draft, q, logits_to_probs(logits, sampling), generator)
         n, kd = verdict.n_accepted, len(draft)
-        cache.crop(n - kd) if n < kd else None  # drop the rejected drafts' keys and values
+        if n < kd:  # drop the rejected drafts' keys and values
+            cache.crop(n - kd)
         t2 = _timed_sync(device)
         draft_list = draft.tolist()
         tokens, finished = stopper.cut(draft_list[:n] + [verdict.next_token])
