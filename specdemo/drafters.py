@@ -52,12 +52,13 @@ class ModelDrafter:
         self.head = draft_head(model, head_rows) if head_rows else None
         self.cache = None
         self.fed: list[int] = []  # tokens whose keys/values are in the cache
+        self.settled = 0  # a prefix of `fed` that later contexts share (contexts only grow)
         self.steps = 0  # forward passes, for the cost ratio c
 
     def _sync(self, context: list[int]) -> list[int]:
         """Crop the cache to its longest prefix of the context; return the tokens to feed."""
-        keep = 0
         limit = min(len(self.fed), len(context) - 1)
+        keep = min(self.settled, limit)
         while keep < limit and self.fed[keep] == context[keep]:
             keep += 1
         if self.cache is not None and keep < len(self.fed):
@@ -85,9 +86,12 @@ class ModelDrafter:
             if self.adaptive and i < k - 1 and float(top) < self.threshold:
                 break
             feed = token
-        draft = torch.cat(tokens) if tokens else torch.empty(0, dtype=torch.long)
+        if not tokens:
+            return torch.empty(0, dtype=torch.long, device=self.model.device), None
+        draft = torch.cat(tokens)
         # The last draft token was sampled, not fed: the cache holds context + draft[:-1].
-        self.fed = list(context) + draft.tolist()[:-1] if tokens else self.fed
+        self.fed = list(context) + draft.tolist()[:-1]
+        self.settled = len(context) - 1
         return draft, (torch.cat(qs) if qs else None)
 
     def _forward(self, feed):
