@@ -603,6 +603,11 @@ def _import_bitsandbytes():
     time and would fetch `kernels-community/quantization-bitsandbytes` from the Hub, logging a
     warning when it cannot. bitsandbytes has no setting for this, so `kernels` is hidden for the
     import and that warning silenced; its own native CPU kernel is used instead.
+
+    Its default backend also wraps a few fallback ops in `torch.compile` at import, which pulls
+    in dynamo: about 2-4 s of every start on 2 cores. Inference here runs bitsandbytes' native
+    kernels, so those fallbacks stay plain functions (bitsandbytes' own behaviour whenever
+    compilation is unavailable).
     """
     if "bitsandbytes" in sys.modules:
         return
@@ -612,7 +617,8 @@ def _import_bitsandbytes():
     if hidden:
         sys.modules["kernels"] = None  # makes `import kernels` raise ImportError
     try:
-        import bitsandbytes  # noqa: F401
+        with _patched(torch, "compile", lambda fn=None, **kwargs: fn):
+            import bitsandbytes  # noqa: F401
     finally:
         log.setLevel(level)
         if hidden:
