@@ -21,11 +21,17 @@ class Drafter(Protocol):
     def update(self, n_accepted: int) -> None: ...
 
 
-def forward(model, tokens: list[int] | torch.Tensor, cache, n_logits: int = 1):
-    """Feed tokens after what `cache` holds; return (logits (n_logits, vocab), cache)."""
+def input_ids(model, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+    """Token ids as the (1, n) batch a causal LM takes, on the model's device."""
     if isinstance(tokens, list):
         tokens = torch.tensor(tokens, dtype=torch.long, device=model.device)
-    out = model(input_ids=tokens.view(1, -1), cache=cache, use_cache=True, logits_to_keep=n_logits)
+    return tokens.view(1, -1)
+
+
+def forward(model, tokens: list[int] | torch.Tensor, cache, n_logits: int = 1):
+    """Feed tokens after what `cache` holds; return (logits (n_logits, vocab), cache)."""
+    ids = input_ids(model, tokens)
+    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=n_logits)
     return out.logits[0], out.cache
 
 
@@ -97,9 +103,8 @@ class ModelDrafter:
     def _forward(self, feed):
         if self.head is None:
             return forward(self.model, feed, self.cache)
-        if isinstance(feed, list):
-            feed = torch.tensor(feed, dtype=torch.long, device=self.model.device)
-        out = self.model.base_model(input_ids=feed.view(1, -1), cache=self.cache, use_cache=True)
+        ids = input_ids(self.model, feed)
+        out = self.model.base_model(input_ids=ids, cache=self.cache, use_cache=True)
         return self.head(out.last_hidden_state[0, -1:]), out.cache
 
     def modules(self) -> list[torch.nn.Module]:
