@@ -541,6 +541,7 @@ def exactness(pair, config: RunConfig, n: int, top: int = 12) -> Exactness:
     q = next_token_probs(pair.draft, ids, config.sampling)
     generator = make_generator(config.seed, p.device)
     speculative = first_token_samples(p, q, n, generator).cpu()
+    # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
     vocab = max(p.shape[-1], q.shape[-1])
     p, q = pad_vocab(p, vocab).double().cpu(), pad_vocab(q, vocab).double().cpu()
@@ -701,7 +702,6 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
         r = next(rounds)
     generated = list(state.context[state.prompt_len :])
     detok = Detokenizer(pair.tokenizer, generated)
-    detok.text = detok.decode(generated)
     spans = round_spans(r, detok, show_rejected=True)
     state = replace(
         state,

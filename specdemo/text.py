@@ -30,8 +30,11 @@ class Detokenizer:
     """Incremental decoding: each new token's text piece, robust to multi-token characters."""
 
     tokenizer: object
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
+    ids: list[int] = field(default_factory=list)  # tokens already decoded (e.g. a resumed answer)
+    text: str = field(init=False)
+
+    def __post_init__(self):
+        self.text = self.decode(self.ids) if self.ids else ""
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
