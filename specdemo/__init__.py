@@ -1,21 +1,32 @@
 """specdemo: speculative decoding with exact acceptance sampling, made visible."""
 
+from specdemo.defaults import DEFAULTS
+from specdemo.drafters import Drafter, LookupDrafter, ModelDrafter, Proposal, make_drafter
 from specdemo.engine import (
-    Result,
-    Round,
-    Stats,
     autoregressive_generate,
     generate,
+    make_generator,
     speculative_generate,
 )
+from specdemo.records import Result, Round, Stats, Step
 from specdemo.sampling import SamplingConfig
+from specdemo.theory import StepCosts
 
 __all__ = [
+    "DEFAULTS",
+    "Drafter",
+    "LookupDrafter",
+    "ModelDrafter",
+    "Proposal",
     "Result",
     "Round",
     "SamplingConfig",
     "Stats",
+    "Step",
+    "StepCosts",
     "autoregressive_generate",
     "generate",
+    "make_drafter",
+    "make_generator",
     "speculative_generate",
 ]

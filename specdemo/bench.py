@@ -17,57 +17,23 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specdemo.drafters import forward
-from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
+from specdemo.drafters import ModelDrafter, auto_head_rows, make_drafter
+from specdemo.engine import make_generator, speculative_generate
+from specdemo.lm import Stopwatch, cut_head, forward
+from specdemo.records import Stats
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
-from specdemo.theory import expected_speedup, expected_tokens_per_pass, predicted_speedup
+from specdemo.theory import StepCosts, expected_speedup
 
 PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
 
 
-def add_args(parser) -> None:
-    parser.add_argument("--quick", action="store_true", help="a small grid, about 5 minutes")
-    parser.add_argument("--ks", type=int, nargs="+", help="default 1..8 (--quick: 2 4)")
-    parser.add_argument(
-        "--temperatures", type=float, nargs="+", help="default 0 0.7 1 (--quick: 0 1)"
-    )
-    parser.add_argument(
-        "--sets",
-        nargs="+",
-        help="prompt sets: default code prose copy (--quick: code prose, two prompts each)",
-    )
-    parser.add_argument("--max-new-tokens", type=int, help="default 96 (--quick: 64)")
-    parser.add_argument("--per-set", type=int, help="prompts per set (default all; --quick: 2)")
-    parser.add_argument(
-        "--drafter",
-        choices=["model", "lookup"],
-        default="model",
-        help="our drafter (the peer always uses the draft model)",
-    )
-    parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
-    parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
-    parser.add_argument(
-        "--draft-head-rows",
-        type=lambda v: v if v == "auto" else int(v),
-        default="auto",
-        help="draft head over the first N vocabulary rows (exact for any N); 0 = the full head; "
-        "default auto (32k rows for a vocabulary over 64k)",
-    )
-    parser.add_argument(
-        "--self-draft",
-        action="store_true",
-        help="draft = target (alpha = 1): the best case, for speed checks",
-    )
-    parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
-    parser.add_argument("--json", action="store_true", help="print the JSON summary")
-
-
 class ForwardTimer:
-    """Forward hooks summing the wall time inside the given modules; nested calls count once."""
+    """Forward hooks summing the wall time inside the given modules; nested calls count once.
+    Times come from ``lm.Stopwatch``, which synchronises a CUDA device."""
 
-    def __init__(self, *modules):
+    def __init__(self, device, *modules):
+        self.clock = Stopwatch(device)
         self.total, self.depth, self.start = 0.0, 0, 0.0
         self.handles = [
             h
@@ -77,13 +43,13 @@ class ForwardTimer:
 
     def _pre(self, *_):
         if self.depth == 0:
-            self.start = time.perf_counter()
+            self.start = self.clock.now()
         self.depth += 1
 
     def _post(self, *_):
         self.depth -= 1
         if self.depth == 0:
-            self.total += time.perf_counter() - self.start
+            self.total += self.clock.now() - self.start
 
     def remove(self):
         for h in self.handles:
@@ -91,32 +57,28 @@ class ForwardTimer:
 
 
 @torch.inference_mode()
-def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeats=5) -> dict:
+def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeats=5) -> StepCosts:
     """Median seconds of one target step, one draft step (as our drafter runs it, with its
     head) and a (k+1)-token verify, at the prompt's context length with a warm cache."""
 
-    def timed(model, n_tokens: int, step=None) -> float:
+    def timed(model, n_tokens: int, head=None) -> float:
         _, cache = forward(model, input_ids, None)
-        times = []
+        clock, times = Stopwatch(model.device), []
         for _ in range(repeats + 1):  # the first is a warm-up
-            start = time.perf_counter()
-            if step is None:
-                forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens)
-            else:
-                step(input_ids[-n_tokens:], cache)
-            times.append(time.perf_counter() - start)
+            clock.lap()
+            forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens, head=head)
+            times.append(clock.lap())
             cache.crop(-n_tokens)
         return statistics.median(times[1:])
 
-    drafter = make_drafter("model", pair.draft, SamplingConfig(0.0), None, None, False, head_rows)
-
-    def draft_step(tokens, cache):
-        drafter.cache = cache
-        drafter._forward(tokens)
-
-    costs = {"t_step": timed(pair.target, 1), "t_draft": timed(pair.draft, 1, draft_step)}
-    costs["t_verify"] = {k: timed(pair.target, k + 1) for k in ks}
-    return costs
+    if head_rows == "auto":
+        head_rows = auto_head_rows(pair.draft)
+    head = cut_head(pair.draft, head_rows) if head_rows else None
+    return StepCosts(
+        t_step=timed(pair.target, 1),
+        t_draft=timed(pair.draft, 1, head),
+        t_verify={k: timed(pair.target, k + 1) for k in ks},
+    )
 
 
 def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
@@ -133,9 +95,8 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
     )
     stats = Stats()
     # The drafter may call the draft's base model and its own cut head instead of the whole model.
-    timer = ForwardTimer(
-        pair.target, pair.draft, pair.draft.base_model, *getattr(drafter, "modules", list)()
-    )
+    heads = [drafter.head] if isinstance(drafter, ModelDrafter) and drafter.head else []
+    timer = ForwardTimer(pair.target.device, pair.target, pair.draft, pair.draft.base_model, *heads)
     try:
         for _ in speculative_generate(
             pair.target,
@@ -222,8 +183,7 @@ def bench(pair, args, progress=True) -> dict:
     run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args)
     costs = step_costs(pair, first, ks, args.draft_head_rows)
     if args.drafter == "lookup":  # a prompt-lookup draft costs no model step
-        costs["t_draft"] = 0.0
-    c = costs["t_draft"] / costs["t_step"]
+        costs = dataclasses.replace(costs, t_draft=0.0)
 
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
     bar = tqdm(total=total, desc="bench", disable=not progress)
@@ -251,11 +211,8 @@ def bench(pair, args, progress=True) -> dict:
                 alpha = median([s.alpha_per_token for _, _, s, _ in runs])
                 speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
                 tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
-                # Baseline step time over one round's cost: k draft steps and one verify.
-                cost_ratio = costs["t_step"] / (k * costs["t_draft"] + costs["t_verify"][k])
-                predicted = predicted_speedup(
-                    min(alpha, 1.0), k, costs["t_step"], costs["t_draft"], costs["t_verify"][k]
-                )
+                predicted = costs.speedup(min(alpha, 1.0), k)
+                predicted_tpp = costs.speedup_at(tpp, k)
                 rows.append(
                     Row(
                         prompt_set=set_name,
@@ -270,13 +227,13 @@ def bench(pair, args, progress=True) -> dict:
                         alpha=median([s.alpha for _, _, s, _ in runs]),
                         alpha_per_token=alpha,
                         tokens_per_pass=tpp,
-                        c=c,
-                        verify_cost=costs["t_verify"][k] / costs["t_step"],
+                        c=costs.c,
+                        verify_cost=costs.verify_cost(k),
                         predicted=predicted,
-                        paper=expected_speedup(alpha, k, c),
+                        paper=expected_speedup(alpha, k, costs.c),
                         efficiency=speedup / predicted if predicted else 0.0,
-                        predicted_tpp=tpp * cost_ratio,
-                        efficiency_tpp=speedup / (tpp * cost_ratio),
+                        predicted_tpp=predicted_tpp,
+                        efficiency_tpp=speedup / predicted_tpp,
                         overhead=median([o for _, _, _, o in runs]),
                     )
                 )
@@ -299,7 +256,7 @@ def bench(pair, args, progress=True) -> dict:
             "adaptive": args.adaptive,
             "drafter": args.drafter,
         },
-        "step_costs": costs,
+        "step_costs": asdict(costs),
         "rows": [asdict(r) for r in rows],
     }
 
@@ -362,10 +319,8 @@ def chart(result: dict):
     return fig
 
 
-def main(args) -> int:
-    from specdemo.cli import load
-
-    pair = load(args, quiet=args.json)
+def main(pair, args) -> int:
+    """Bench a loaded, warmed-up pair with the CLI's arguments; write JSON, Markdown and HTML."""
     if args.self_draft:
         pair = dataclasses.replace(pair, draft=pair.target)
     result = bench(pair, args, progress=not args.json)
@@ -381,6 +336,3 @@ def main(args) -> int:
         print(f"step costs: {json.dumps(result['step_costs'])}")
         print(f"wrote {out}/bench.json, bench.md, bench.html")
     return 0
-
-
-__all__ = ["add_args", "bench", "main", "expected_tokens_per_pass"]

@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from tqdm import tqdm
+from specdemo.defaults import DEFAULTS
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -23,31 +23,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], help="env SPECDEMO_DEVICE")
 
 
-class ProgressBars:
-    """A models.Progress callback drawing one tqdm bar per stage, on stderr."""
-
-    def __init__(self):
-        self.bars: dict[str, tqdm] = {}
-
-    def __call__(self, stage: str, done: float, total: float) -> None:
-        bar = self.bars.get(stage)
-        if bar is None:
-            bar = self.bars[stage] = tqdm(
-                total=total,
-                desc=stage,
-                unit="B" if total > 1e5 else "it",
-                unit_scale=True,
-                file=sys.stderr,
-                leave=False,
-            )
-        bar.update(done - bar.n)
-        if done >= total:
-            bar.close()
-
-
 def load(args, quiet: bool = False):
     """The pair named by the flags (or env vars), warmed up so nothing timed pays one-off work."""
-    from specdemo.models import load_pair, warm_up
+    from specdemo.models import ProgressBars, load_pair, warm_up
 
     pair = load_pair(
         args.pair,
@@ -62,7 +40,9 @@ def load(args, quiet: bool = False):
 
 
 def cmd_generate(args) -> int:
-    from specdemo.engine import Stats, make_drafter, make_generator, speculative_generate
+    from specdemo.drafters import make_drafter
+    from specdemo.engine import make_generator, speculative_generate
+    from specdemo.records import Stats
     from specdemo.render import ansi, legend_ansi, round_spans
     from specdemo.sampling import SamplingConfig
     from specdemo.text import Detokenizer, encode_prompt
@@ -106,18 +86,23 @@ def cmd_generate(args) -> int:
         )
         return 0
     print()
-    s = stats
-    print(
-        f"\n{s.new_tokens} tokens in {s.wall_time:.2f} s ({s.tokens_per_s:.1f} tok/s) | "
-        f"alpha {s.alpha:.2f} | {s.tokens_per_pass:.2f} tokens per target pass | "
-        f"{s.rounds} target passes, {s.draft_passes} draft passes | c {s.c:.2f}",
-        file=sys.stderr,
-    )
+    print(f"\n{summary(stats)}", file=sys.stderr)
     return 0
 
 
+def summary(s) -> str:
+    """One line of a run's Stats: throughput, acceptance, passes and the measured step times."""
+    verify = ", ".join(f"k={k}: {1000 * t:.0f} ms" for k, t in s.t_verify.items())
+    return (
+        f"{s.new_tokens} tokens in {s.wall_time:.2f} s ({s.tokens_per_s:.1f} tok/s) | "
+        f"alpha {s.alpha:.2f} | {s.tokens_per_pass:.2f} tokens per target pass | "
+        f"{s.rounds} target passes, {s.draft_passes} draft passes | "
+        f"draft step {1000 * s.t_draft:.0f} ms, verify {verify}"
+    )
+
+
 def cmd_prepare(args) -> int:
-    from specdemo.models import prepare
+    from specdemo.models import ProgressBars, prepare
 
     folders = prepare(args.pair, precision=args.precision, progress=ProgressBars())
     for folder in folders:
@@ -126,9 +111,47 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from specdemo.bench import main as bench_main
+    from specdemo import bench
 
-    return bench_main(args)
+    return bench.main(load(args, quiet=args.json), args)
+
+
+def add_bench_args(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="a small grid, about 5 minutes")
+    parser.add_argument("--ks", type=int, nargs="+", help="default 1..8 (--quick: 2 4)")
+    parser.add_argument(
+        "--temperatures", type=float, nargs="+", help="default 0 0.7 1 (--quick: 0 1)"
+    )
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        help="prompt sets: default code prose copy (--quick: code prose, two prompts each)",
+    )
+    parser.add_argument("--max-new-tokens", type=int, help="default 96 (--quick: 64)")
+    parser.add_argument("--per-set", type=int, help="prompts per set (default all; --quick: 2)")
+    parser.add_argument(
+        "--drafter",
+        choices=["model", "lookup"],
+        default="model",
+        help="our drafter (the peer always uses the draft model)",
+    )
+    parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
+    parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
+    parser.add_argument(
+        "--draft-head-rows",
+        type=lambda v: v if v == "auto" else int(v),
+        default="auto",
+        help="draft head over the first N vocabulary rows (exact for any N); 0 = the full head; "
+        "default auto (32k rows for a vocabulary over 64k)",
+    )
+    parser.add_argument(
+        "--self-draft",
+        action="store_true",
+        help="draft = target (alpha = 1): the best case, for speed checks",
+    )
+    parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
+    parser.add_argument("--json", action="store_true", help="print the JSON summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,13 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="speculative generation in the terminal")
     gen.add_argument("prompt")
     gen.add_argument("--system", help="system prompt for chat models")
-    gen.add_argument("--k", type=int, default=5, help="draft tokens per round")
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
-    gen.add_argument("--top-k", type=int)
-    gen.add_argument("--top-p", type=float)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--max-new-tokens", type=int, default=128)
-    gen.add_argument("--drafter", choices=["model", "lookup"], default="model")
+    gen.add_argument("--k", type=int, default=DEFAULTS["k"], help="draft tokens per round")
+    gen.add_argument(
+        "--temperature", type=float, default=DEFAULTS["temperature"], help="0 means greedy"
+    )
+    gen.add_argument("--top-k", type=int, default=DEFAULTS["top_k"])
+    gen.add_argument("--top-p", type=float, default=DEFAULTS["top_p"])
+    gen.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS["max_new_tokens"])
+    gen.add_argument("--drafter", choices=["model", "lookup"], default=DEFAULTS["drafter"])
     gen.add_argument(
         "--adaptive", action="store_true", help="stop drafting when the draft is unsure"
     )
@@ -159,12 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmark against transformers generate")
     add_model_args(bench)
     bench.set_defaults(func=cmd_bench)
-    try:
-        from specdemo.bench import add_args
-    except ImportError:
-        pass
-    else:
-        add_args(bench)
+    add_bench_args(bench)
     return parser
 
 

@@ -1,25 +1,22 @@
-"""Pure-torch maths of speculative sampling: warping logits into p and q, and one round's verify.
+"""The maths of speculative sampling: logits into p and q, and one round's accept/resample step.
 
-Nothing here knows about models or tokenizers. ``verify`` implements the acceptance rule of
-Leviathan et al. (2023) / Chen et al. (2023): draft token x is kept with probability
-min(1, p(x)/q(x)); the first rejection is replaced by a sample from max(0, p - q) / sum, and a
-fully accepted block earns a bonus token from p. The emitted tokens are distributed exactly as
-target-only sampling.
+Nothing here knows about models or tokenizers; warping uses transformers' own logits warpers, the
+rest is torch. ``verify`` implements the acceptance rule of Leviathan et al. (2023) / Chen et al.
+(2023): draft token x is kept with probability min(1, p(x)/q(x)); the first rejection is replaced
+by a sample from max(0, p - q) / sum, and a fully accepted block earns a bonus token from p. The
+emitted tokens are distributed exactly as target-only sampling; uniforms, ratios and the residual
+are computed in float64.
 """
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from transformers.generation.logits_process import (
-    LogitsProcessorList,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
-
-# Below this residual mass, max(0, p - q) is rounding noise, and we sample from p instead:
-# p ≈ q there, so the rejection itself was a numerical accident.
-RESIDUAL_EPS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -43,44 +40,61 @@ class SamplingConfig:
         return self.temperature == 0.0
 
 
-def make_warpers(config: SamplingConfig) -> LogitsProcessorList:
-    """transformers' own warpers, in the order `generate` applies them."""
-    warpers = LogitsProcessorList()
+@functools.cache
+def make_warpers(config: SamplingConfig) -> tuple:
+    """transformers' own warpers, in the order `generate` applies them (built once per config)."""
+    warpers = []
     if config.temperature not in (0.0, 1.0):
         warpers.append(TemperatureLogitsWarper(config.temperature))
     if config.top_k is not None:
         warpers.append(TopKLogitsWarper(config.top_k))
     if config.top_p is not None and config.top_p < 1.0:
         warpers.append(TopPLogitsWarper(config.top_p))
-    return warpers
+    return tuple(warpers)
 
 
 def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     """(n, vocab) logits of any dtype -> (n, vocab) float32 probabilities.
 
     Temperature 0 gives the one-hot argmax, so greedy decoding is the same acceptance rule with
-    degenerate p and q.
+    degenerate p and q. The warpers are called one by one: LogitsProcessorList would inspect
+    each one's signature on every call, a third of a toy model's whole round.
     """
     logits = logits.float()
     if config.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-    warped = make_warpers(config)(None, logits)
-    return torch.softmax(warped, dim=-1)
+    for warper in make_warpers(config):
+        logits = warper(None, logits)
+    return torch.softmax(logits, dim=-1)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None, n: int = 1) -> torch.Tensor:
     """n tokens per row of (rows, vocab) probabilities -> (rows,) ids, or (rows, n) if n > 1.
 
-    Inverse-CDF sampling on a float64 cumulative sum: exact to double rounding, and on CPU about
-    100x faster than torch.multinomial at a 152k vocabulary (0.4 ms against 40 ms). Rows need not
-    be normalised; a zero-probability token is never drawn. Stays on device.
+    Inverse-CDF sampling on a float64 cumulative sum with float64 uniforms: token i is drawn when
+    cdf[i-1] <= u * total < cdf[i], so a zero-probability token (cdf[i] == cdf[i-1]) is never
+    drawn, for any u in [0, 1). On CPU about 100x faster than torch.multinomial at a 152k
+    vocabulary (0.4 ms against 40 ms). Rows need not be normalised. A row with no valid mass
+    (all zero, negative or not finite) gives -1: callers check on the host (``check_tokens``),
+    so no device sync happens here.
     """
     cdf = probs.cumsum(-1, dtype=torch.float64)  # (rows, vocab)
+    total = cdf[..., -1:]
     u = torch.rand(
         (*cdf.shape[:-1], n), generator=generator, dtype=torch.float64, device=probs.device
     )
-    tokens = torch.searchsorted(cdf, u * cdf[..., -1:], right=True).clamp_max(probs.shape[-1] - 1)
+    # u <= 1 - 2^-53, and in float64 (1 - 2^-53) * total rounds below total for every total, so
+    # the search always lands on a token with positive probability.
+    tokens = torch.searchsorted(cdf, u * total, right=True)
+    tokens = torch.where(torch.isfinite(total) & (total > 0), tokens, -1)
     return tokens.squeeze(-1) if n == 1 else tokens
+
+
+def check_tokens(tokens: list[int], what: str) -> list[int]:
+    """Raise on the -1 that ``sample`` gives for a row with no valid probability mass."""
+    if any(t < 0 for t in tokens):
+        raise ValueError(f"{what}: a probability row was all zero or not finite")
+    return tokens
 
 
 def next_token(logits: torch.Tensor, config: SamplingConfig, generator) -> torch.Tensor:
@@ -103,15 +117,29 @@ def one_hot_q(draft: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def acceptance_probs(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
-    """min(1, p(x)/q(x)); q(x) > 0 for any token the draft actually sampled."""
-    return torch.clamp(p_x / q_x.clamp_min(torch.finfo(q_x.dtype).tiny), max=1.0)
+    """min(1, p(x)/q(x)) in float64; q(x) > 0 for any token the draft actually sampled."""
+    p_x, q_x = p_x.double(), q_x.double()
+    return torch.clamp(p_x / q_x.clamp_min(torch.finfo(torch.float64).tiny), max=1.0)
 
 
 def residual(p_row: torch.Tensor, q_row: torch.Tensor) -> torch.Tensor:
-    """max(0, p - q) normalised; falls back to p when the residual mass is ~0."""
-    r = torch.clamp(p_row - q_row, min=0.0)
+    """max(0, p - q) normalised, in float64; p itself only when that mass is exactly zero.
+
+    The mass is zero only if p <= q at every token, while a rejection needs p(x) < q(x) somewhere;
+    both rows sum to 1 up to float32 rounding (under vocab * 2^-24), so a rejection there has
+    probability below that bound, and then p is what the residual tends to as p - q -> 0.
+    """
+    p_row = p_row.double()
+    r = torch.clamp(p_row - q_row.double(), min=0.0)
     mass = r.sum(-1, keepdim=True)
-    return torch.where(mass > RESIDUAL_EPS, r / mass.clamp_min(RESIDUAL_EPS), p_row)
+    return torch.where(mass > 0, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p_row)
+
+
+def valid_rows(probs: torch.Tensor) -> torch.Tensor:
+    """A 0-dim bool, without a host sync: every row's mass is finite and positive (a NaN or an
+    infinity anywhere in a row makes its sum not finite)."""
+    mass = probs.sum(-1)
+    return (torch.isfinite(mass) & (mass > 0)).all()
 
 
 @dataclass(frozen=True)
@@ -145,30 +173,34 @@ def verify(
 
     draft: (k,) proposed tokens; q: (k, vocab_q) draft probabilities, or None for a deterministic
     draft; p: (k+1, vocab_p) target probabilities, the last row for the bonus position.
-    One device-to-host transfer at the end.
+    One device-to-host transfer at the end; rows that are not probabilities raise there.
     """
     k = draft.shape[0]
     vocab = max(p.shape[-1], q.shape[-1] if q is not None else 0)
+    valid = valid_rows(p) & (valid_rows(q) if q is not None else True)
     p = pad_vocab(p, vocab)
     q = one_hot_q(draft, vocab) if q is None else pad_vocab(q, vocab)
     positions = torch.arange(k, device=p.device)
     p_x, q_x = p[positions, draft], q[positions, draft]  # (k,)
-    accept_prob = acceptance_probs(p_x, q_x)
-    u = torch.rand(k, generator=generator, device=p.device)
+    accept_prob = acceptance_probs(p_x, q_x)  # float64
+    u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)
     rejected = torch.cat([u >= accept_prob, torch.ones(1, dtype=torch.bool, device=p.device)])
     n = rejected.int().argmax()  # first rejection, or k when all pass (the appended sentinel)
     # The bonus row pairs p with q = 0, so residual() returns p itself there.
     q_rows = torch.cat([q, q.new_zeros(1, vocab)])  # (k+1, vocab)
     next_dist = residual(p[n], q_rows[n])
     next_token = sample(next_dist[None], generator)
-    host = torch.cat([n[None].float(), next_token.float(), p_x, q_x, accept_prob, u]).tolist()
+    parts = (valid, n, next_token, p_x, q_x, accept_prob, u)
+    host = torch.cat([t.double().view(-1) for t in parts]).tolist()
+    if not host[0]:
+        raise ValueError("verify: a probability row of p or q was all zero or not finite")
     return Verdict(
-        n_accepted=int(host[0]),
-        next_token=int(host[1]),
-        p_x=host[2 : 2 + k],
-        q_x=host[2 + k : 2 + 2 * k],
-        accept_prob=host[2 + 2 * k : 2 + 3 * k],
-        u=host[2 + 3 * k :],
+        n_accepted=int(host[1]),
+        next_token=check_tokens([int(host[2])], "verify")[0],
+        p_x=host[3 : 3 + k],
+        q_x=host[3 + k : 3 + 2 * k],
+        accept_prob=host[3 + 2 * k : 3 + 3 * k],
+        u=host[3 + 3 * k :],
         next_dist=next_dist,
     )
 
@@ -176,14 +208,18 @@ def verify(
 def verify_greedy(draft: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
     """Greedy verify: keep draft tokens while they equal argmax p; then emit argmax p.
 
-    target_logits: (k+1, vocab). No softmax over the vocabulary is needed.
+    target_logits: (k+1, vocab). No softmax over the vocabulary is needed; logits that are not
+    finite raise instead of letting argmax pick a NaN.
     """
     k = draft.shape[0]
     best = target_logits.argmax(-1)  # (k+1,)
     mismatch = torch.cat([best[:k] != draft, torch.ones(1, dtype=torch.bool, device=best.device)])
     n = mismatch.int().argmax()
-    host = torch.cat([n[None], best[n][None], (best[:k] == draft).long()]).tolist()
-    n_acc, next_token, matched = host[0], host[1], [float(m) for m in host[2:]]
+    finite = torch.isfinite(target_logits).all().long()
+    host = torch.cat([finite[None], n[None], best[n][None], (best[:k] == draft).long()]).tolist()
+    if not host[0]:
+        raise ValueError("verify: the target's logits were not finite")
+    n_acc, next_token, matched = host[1], host[2], [float(m) for m in host[3:]]
     return Verdict(
         n_accepted=n_acc,
         next_token=next_token,
@@ -210,11 +246,14 @@ def first_token_samples(
     Draw x ~ q, keep it with probability min(1, p(x)/q(x)), else draw from the residual; the
     result is distributed as p, which the app's exactness tab shows with histograms.
     """
+    if not bool(valid_rows(p[None])) or (q is not None and not bool(valid_rows(q[None]))):
+        raise ValueError("p and q must be probability rows with positive, finite mass")
     if q is None:
         return sample(p[None], generator, n)[0]
     vocab = max(p.shape[-1], q.shape[-1])
     p, q = pad_vocab(p, vocab), pad_vocab(q, vocab)
     x = sample(q[None], generator, n)[0]  # (n,)
-    keep = torch.rand(n, generator=generator, device=p.device) < acceptance_probs(p[x], q[x])
+    u = torch.rand(n, generator=generator, dtype=torch.float64, device=p.device)
+    keep = u < acceptance_probs(p[x], q[x])
     fallback = sample(residual(p, q)[None], generator, n)[0]
     return torch.where(keep, x, fallback)

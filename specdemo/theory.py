@@ -1,9 +1,12 @@
-"""Closed forms from Leviathan et al. (2023), section 3, for i.i.d. acceptance with rate alpha.
+"""The cost model: expected tokens per target pass and the speedup they buy, from measured costs.
 
-With k drafts per round, the accepted length is a truncated geometric variable, so a target
-pass yields (1 - alpha^(k+1)) / (1 - alpha) tokens on average; with a draft step costing c
-target steps, a round costs (c*k + 1) target steps.
+Closed forms from Leviathan et al. (2023), section 3, for i.i.d. acceptance with rate alpha: a
+round of k drafts yields (1 - alpha^(k+1)) / (1 - alpha) tokens per target pass. The paper's
+speedup charges a round c*k + 1 target steps (c = t_draft / t_step, verify as cheap as one step);
+``StepCosts`` charges the verify pass at its measured cost instead, which is what a CPU needs.
 """
+
+from dataclasses import dataclass
 
 
 def expected_tokens_per_pass(alpha: float, k: int) -> float:
@@ -16,7 +19,7 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
 
 
 def expected_speedup(alpha: float, k: int, c: float) -> float:
-    """Expected wall-time speedup over target-only decoding: E[tokens per pass] / (c*k + 1)."""
+    """The paper's speedup over target-only decoding: E[tokens per pass] / (c*k + 1)."""
     if c < 0:
         raise ValueError(f"c must be >= 0, got {c}")
     return expected_tokens_per_pass(alpha, k) / (c * k + 1.0)
@@ -34,5 +37,33 @@ def predicted_speedup(
 
 
 def optimal_k(alpha: float, c: float, k_max: int = 16) -> int:
-    """The k in 1..k_max that maximises the expected speedup."""
+    """The k in 1..k_max that maximises the paper's expected speedup."""
     return max(range(1, k_max + 1), key=lambda k: expected_speedup(alpha, k, c))
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Seconds measured on the running machine: one plain target step, one draft step, and a
+    verify pass over k drafts (k + 1 tokens) for each k measured."""
+
+    t_step: float
+    t_draft: float
+    t_verify: dict[int, float]
+
+    @property
+    def c(self) -> float:
+        """c = t_draft / t_step."""
+        return self.t_draft / self.t_step
+
+    def verify_cost(self, k: int) -> float:
+        """A (k+1)-token verify pass in target steps (1 in the paper's model)."""
+        return self.t_verify[k] / self.t_step
+
+    def speedup(self, alpha: float, k: int) -> float:
+        """Predicted speedup at per-draft acceptance `alpha` (``predicted_speedup``)."""
+        return predicted_speedup(alpha, k, self.t_step, self.t_draft, self.t_verify[k])
+
+    def speedup_at(self, tokens_per_pass: float, k: int) -> float:
+        """The speedup that a measured tokens-per-pass buys at these costs: what a loop with no
+        overhead would reach."""
+        return tokens_per_pass * self.t_step / (k * self.t_draft + self.t_verify[k])

@@ -11,37 +11,77 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 class ToyCache:
-    """Enough of a KV cache for the engine: a length that crop() shrinks."""
+    """A KV cache that keeps the tokens themselves: crop() drops the last ones."""
 
     def __init__(self):
-        self.length = 0
+        self.tokens: list[int] = []
 
     def get_seq_length(self) -> int:
-        return self.length
+        return len(self.tokens)
 
     def crop(self, tokens_to_remove: int) -> None:
-        assert tokens_to_remove < 0
-        self.length += tokens_to_remove
-        assert self.length >= 0
+        assert tokens_to_remove < 0 and len(self.tokens) + tokens_to_remove >= 0
+        del self.tokens[tokens_to_remove:]
 
 
-class BigramLM(torch.nn.Module):
-    """A causal LM whose next-token logits are a fixed table row of the previous token."""
+class _OneHotBase(torch.nn.Module):
+    """The toy's body: position j's hidden state is [one_hot(x_j), one_hot(x_(j-1))], the
+    previous token read from the cache, so what the cache holds changes the output."""
 
-    def __init__(self, table: torch.Tensor, eos: int | None = None):
+    def __init__(self, vocab: int):
         super().__init__()
-        self.table = table.float()  # (vocab, vocab) logits
+        self.vocab = vocab
+
+    def forward(self, input_ids, cache=None, use_cache=True):
+        cache = cache if cache is not None else ToyCache()
+        before = cache.tokens[-1:] or [None]
+        cache.tokens += input_ids[0].tolist()
+        new = input_ids[0].tolist()
+        previous = (before + new)[: len(new)]
+        hidden = torch.zeros(len(new), 2 * self.vocab)
+        for j, (x, prev) in enumerate(zip(new, previous, strict=True)):
+            hidden[j, x] = 1.0
+            if prev is not None:
+                hidden[j, self.vocab + prev] = 1.0
+        return SimpleNamespace(last_hidden_state=hidden[None], cache=cache)
+
+
+class ToyLM(torch.nn.Module):
+    """A causal LM with fixed logit tables: next-token logits = table[x] + mix[previous token].
+
+    With `mix` None it is a bigram model (the cache's contents do not matter); with a `mix`
+    table the token two back counts, so a cache left holding a rejected draft changes p.
+    The output layer is a real Linear over [one_hot(x), one_hot(prev)], so a cut head works.
+    """
+
+    def __init__(self, table: torch.Tensor, mix: torch.Tensor | None = None, eos=None):
+        super().__init__()
+        vocab, out = table.shape
+        mix = torch.zeros(vocab, out) if mix is None else mix
+        self.model = _OneHotBase(vocab)
+        self.lm_head = torch.nn.Linear(2 * vocab, out, bias=False)
+        with torch.no_grad():
+            self.lm_head.weight.copy_(torch.cat([table, mix]).float().T)  # (out, 2 * vocab)
         self.generation_config = SimpleNamespace(eos_token_id=eos)
 
     @property
     def device(self):
         return torch.device("cpu")
 
+    @property
+    def base_model(self):
+        return self.model
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
     def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=1):
-        cache = cache if cache is not None else ToyCache()
-        cache.length += input_ids.shape[1]
-        logits = self.table[input_ids[0, -logits_to_keep:]]
-        return SimpleNamespace(logits=logits[None], cache=cache)
+        out = self.model(input_ids, cache)
+        logits = self.lm_head(out.last_hidden_state[0, -logits_to_keep:])
+        return SimpleNamespace(logits=logits[None], cache=out.cache)
+
+
+BigramLM = ToyLM
 
 
 def toy_tables(vocab: int = 6, closeness: float = 0.3, seed: int = 0):

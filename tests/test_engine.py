@@ -5,13 +5,9 @@ import torch
 from conftest import BigramLM, tiny_model, toy_tables
 
 import specdemo
-from specdemo.drafters import LookupDrafter, ModelDrafter
-from specdemo.engine import (
-    Stats,
-    autoregressive_generate,
-    make_generator,
-    speculative_generate,
-)
+from specdemo.drafters import LookupDrafter, ModelDrafter, Proposal
+from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
+from specdemo.records import Stats
 from specdemo.sampling import SamplingConfig
 
 PROMPTS = [[1, 2, 3, 4, 5], [17], [200, 13, 13, 13, 9, 42, 7, 7]]
@@ -78,6 +74,9 @@ class Recorder(torch.nn.Module):
     @property
     def device(self):
         return self.model.device
+
+    def get_output_embeddings(self):
+        return self.model.get_output_embeddings()
 
     def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=1):
         cached = cache.get_seq_length() if cache is not None else 0
@@ -226,9 +225,55 @@ def test_stats_add_up(tiny_qwen):
     assert stats.drafted == sum(r.k for r in rounds)
     assert stats.accepted == sum(r.n_accepted for r in rounds)
     assert sum(stats.accepted_hist) == stats.rounds
-    assert 0 < stats.alpha < 1 and stats.c > 0
+    assert 0 < stats.alpha < 1
     assert stats.target_passes == stats.rounds + 1  # + the prefill
-    assert stats.draft_passes == sum(r.draft_steps for r in rounds)
+    assert stats.draft_passes == sum(r.draft_steps for r in rounds) == sum(r.k for r in rounds)
+    # c = t_draft / t_step needs a plain target step, which a run at k = 4 never takes.
+    assert stats.c is None and stats.costs() is None
+    assert set(stats.t_verify) == {r.k for r in rounds}
+    stats.t_step = 2 * stats.t_draft
+    assert stats.c == pytest.approx(0.5)
+    costs = stats.costs()
+    assert costs.verify_cost(4) == pytest.approx(stats.t_verify[4] / stats.t_step)
+
+
+def test_zero_new_tokens_is_an_empty_answer(tiny_qwen):
+    steps = autoregressive_generate(
+        tiny_qwen, PROMPTS[0], sampling=SamplingConfig(1.0), max_new_tokens=0
+    )
+    assert list(steps) == []
+    assert specdemo.generate(tiny_qwen, tiny_qwen, PROMPTS[0], max_new_tokens=0).tokens == []
+
+
+def test_a_draft_token_outside_the_target_vocabulary_raises_before_the_target_runs():
+    table, _ = toy_tables(6)
+    target = BigramLM(table)
+    calls = []
+    target.register_forward_pre_hook(lambda *a: calls.append(1))
+
+    class Outsider:
+        def propose(self, context, k):
+            return Proposal(torch.tensor([2, 9]), None)
+
+    rounds = speculative_generate(target, Outsider(), [0], k=2, sampling=SamplingConfig(1.0))
+    with pytest.raises(ValueError, match="token id 9, outside the target's vocabulary of 6"):
+        next(rounds)
+    assert not calls  # no target pass ran: a one-token prompt has no prefill
+
+    class Broken:  # what sample() gives for a draft row of NaNs
+        def propose(self, context, k):
+            return Proposal(torch.tensor([-1]), None)
+
+    rounds = speculative_generate(target, Broken(), [0], k=1, sampling=SamplingConfig(1.0))
+    with pytest.raises(ValueError, match="invalid distribution"):
+        next(rounds)
+
+
+def test_a_draft_with_nan_logits_raises_a_clear_error():
+    table, _ = toy_tables(6)
+    nan_draft = BigramLM(torch.full((6, 6), float("nan")))
+    with pytest.raises(ValueError, match="invalid distribution"):
+        specdemo.generate(BigramLM(table), nan_draft, [0], k=3, temperature=1.0)
 
 
 def test_bad_arguments_are_rejected(tiny_qwen):

@@ -1,57 +1,77 @@
 """Speculative sampling reproduces target-only sampling exactly: a χ² test on enumerated toys.
 
-Toy bigram LMs over 6 tokens make the exact probability of every 3-token continuation
-computable; 50,000 speculative draws must fit it (p > 0.001), and deliberately wrong
-acceptance rules must not (the test's power).
+Toy LMs over 4-6 tokens make the exact probability of every continuation computable: each case
+draws 50,000 speculative continuations through the real engine, long enough that the first round
+runs its full K, and they must fit (p > 0.001). Deliberately wrong rules must not (the test's
+power): accepting every draft, resampling from p instead of the residual, and a KV cache rollback
+that keeps one rejected draft.
 """
 
-import itertools
+import functools
 
 import pytest
 import torch
-from conftest import BigramLM, toy_tables
+from conftest import ToyLM, toy_tables
 from scipy.stats import chisquare
 
-from specdemo import sampling
+from specdemo import engine, sampling
 from specdemo.drafters import LookupDrafter, ModelDrafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.sampling import SamplingConfig, logits_to_probs
 
-VOCAB, LENGTH = 6, 3
+N_DRAWS = 20_000
 
 
-def exact_distribution(table: torch.Tensor, prompt: list[int], config: SamplingConfig) -> dict:
-    """P(x1, x2, x3 | prompt) under target-only sampling with the same warping."""
-    probs = logits_to_probs(table, config)  # (vocab, vocab): row = previous token
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: intra-op threads only add wake-up latency (10x slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def exact_distribution(target: ToyLM, prompt: list[int], config: SamplingConfig, length: int):
+    """P(continuation | prompt) under target-only sampling with the same warping, for every
+    continuation of `length` tokens or fewer that ends at an EOS id. Runs the model itself on each
+    prefix (no cache), so it holds for history-dependent toys too."""
+    eos = target.generation_config.eos_token_id
+    vocab = target.lm_head.weight.shape[0]
+
+    @functools.cache
+    def next_probs(prefix: tuple[int, ...]) -> list[float]:
+        logits = target(torch.tensor([prompt + list(prefix)])).logits[0]
+        return logits_to_probs(logits, config)[0].double().tolist()
+
     dist = {}
-    for seq in itertools.product(range(VOCAB), repeat=LENGTH):
-        prev, prob = prompt[-1], 1.0
-        for t in seq:
-            prob *= probs[prev, t].item()
-            prev = t
-        if prob > 0:
-            dist[seq] = prob
+
+    def walk(prefix: tuple[int, ...], prob: float) -> None:
+        if len(prefix) == length or (prefix and prefix[-1] == eos):
+            dist[prefix] = prob
+            return
+        for t, pt in enumerate(next_probs(prefix)):
+            if pt > 0:
+                walk(prefix + (t,), prob * pt)
+
+    walk((), 1.0)
+    assert len(dist) <= vocab**length
     return dist
 
 
-def draw(target, drafter_factory, prompt, k, config, n, seed=0):
+def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0):
     generator = make_generator(seed, "cpu")
     counts = {}
     for _ in range(n):
-        drafter = drafter_factory(config, generator)
-        seq = tuple(
-            t
-            for r in speculative_generate(
-                target,
-                drafter,
-                prompt,
-                k=k,
-                sampling=config,
-                max_new_tokens=LENGTH,
-                generator=generator,
-            )
-            for t in r.tokens
+        rounds = speculative_generate(
+            target,
+            make(config, generator),
+            prompt,
+            k=k,
+            sampling=config,
+            max_new_tokens=length,
+            generator=generator,
         )
+        seq = tuple(t for r in rounds for t in r.tokens)
         counts[seq] = counts.get(seq, 0) + 1
     return counts
 
@@ -71,61 +91,169 @@ def chi2_pvalue(counts: dict, dist: dict) -> float:
     if pool_exp > 0:
         observed.append(pool_obs)
         expected.append(pool_exp)
-    total = sum(expected)  # float32 probabilities sum to 1 only up to rounding
+    total = sum(expected)  # the probabilities sum to 1 only up to rounding
     return chisquare(observed, [e * n / total for e in expected]).pvalue
 
 
-def model_drafter(table, adaptive=False):
-    draft = BigramLM(table)
-    return lambda config, g: ModelDrafter(draft, config, g, adaptive=adaptive, threshold=0.5)
+def model_drafter(draft: ToyLM, **kwargs):
+    return lambda config, g: ModelDrafter(draft, config, g, **kwargs)
 
 
 def lookup_drafter(config, g):
     return LookupDrafter()
 
 
-TARGET, CLOSE = toy_tables(VOCAB, closeness=0.3, seed=0)
-_, FAR = toy_tables(VOCAB, closeness=2.0, seed=1)
-# Every K, temperature, warping, drafter and closeness appears at least once.
+T6, CLOSE6 = toy_tables(6, closeness=0.3, seed=0)
+_, FAR6 = toy_tables(6, closeness=2.0, seed=1)
+T4, CLOSE4 = toy_tables(4, closeness=0.3, seed=2)
+MIX4, MIX4_DRAFT = toy_tables(4, closeness=0.3, seed=3)
+
+
+def history_pair():
+    """Target and draft whose next token depends on the token two back: what the KV caches
+    hold matters, so a cache that keeps a rejected draft changes the output distribution."""
+    target = ToyLM(T4, mix=2.5 * MIX4)
+    return target, ToyLM(CLOSE4, mix=2.5 * MIX4_DRAFT)
+
+
+HISTORY_TARGET, HISTORY_DRAFT = history_pair()
+
+# name: (target, drafter factory, prompt, k, sampling, continuation length)
+# Every K in 1..4 (unclipped: length >= k + 1), temperature, warping, drafter and closeness
+# appears at least once.
 CASES = {
-    "k1-t1-close": (1, SamplingConfig(1.0), model_drafter(CLOSE), [0]),
-    "k2-t0.5-topk-far": (2, SamplingConfig(0.5, top_k=3), model_drafter(FAR), [0]),
-    "k4-t1.7-topp-close": (4, SamplingConfig(1.7, top_p=0.8), model_drafter(CLOSE), [0]),
-    "k1-t1.7-topk-topp-far": (1, SamplingConfig(1.7, top_k=4, top_p=0.9), model_drafter(FAR), [0]),
-    "k4-t1-adaptive-close": (4, SamplingConfig(1.0), model_drafter(CLOSE, adaptive=True), [0]),
+    "k1-t1-close": (ToyLM(T6), model_drafter(ToyLM(CLOSE6)), [0], 1, SamplingConfig(1.0), 3),
+    "k2-t0.5-topk-far": (
+        ToyLM(T6),
+        model_drafter(ToyLM(FAR6)),
+        [0],
+        2,
+        SamplingConfig(0.5, top_k=3),
+        3,
+    ),
+    "k4-t1.7-topp-close": (
+        ToyLM(T4),
+        model_drafter(ToyLM(CLOSE4)),
+        [0],
+        4,
+        SamplingConfig(1.7, top_p=0.8),
+        5,
+    ),
+    "k1-t1.7-topk-topp-far": (
+        ToyLM(T6),
+        model_drafter(ToyLM(FAR6)),
+        [0],
+        1,
+        SamplingConfig(1.7, top_k=4, top_p=0.9),
+        3,
+    ),
+    "k4-t1-adaptive-close": (
+        ToyLM(T4),
+        model_drafter(ToyLM(CLOSE4), adaptive=True, threshold=0.5),
+        [0],
+        4,
+        SamplingConfig(1.0),
+        5,
+    ),
     # A draft with a smaller vocabulary (like Qwen2.5 0.5B under the 7B): q is zero-padded and
     # token 5 only ever comes from a residual or a bonus.
-    "k2-t1-small-vocab": (2, SamplingConfig(1.0), model_drafter(CLOSE[:, :5]), [0]),
-    "k2-t1-lookup": (2, SamplingConfig(1.0, top_k=5), lookup_drafter, [0, 1, 2, 0, 1, 3, 0]),
-    "k4-t0.5-lookup": (4, SamplingConfig(0.5), lookup_drafter, [2, 4, 2, 4, 5, 2]),
+    "k2-t1-small-vocab": (
+        ToyLM(T6),
+        model_drafter(ToyLM(CLOSE6[:, :5])),
+        [0],
+        2,
+        SamplingConfig(1.0),
+        3,
+    ),
+    # The draft model's head cut to the first 3 of 4 rows (lm.cut_head), under sampling.
+    "k3-t1-cut-head": (
+        ToyLM(T4),
+        model_drafter(ToyLM(CLOSE4), head_rows=3),
+        [1],
+        3,
+        SamplingConfig(1.0),
+        4,
+    ),
+    "k2-t1-lookup": (
+        ToyLM(T6),
+        lookup_drafter,
+        [0, 1, 2, 0, 1, 3, 0],
+        2,
+        SamplingConfig(1.0, top_k=5),
+        3,
+    ),
+    "k4-t0.5-lookup": (ToyLM(T4), lookup_drafter, [2, 3, 2, 3, 1, 2], 4, SamplingConfig(0.5), 5),
+    # EOS (token 3) often sits inside a fully accepted block: the block is cut right after it.
+    "k3-t1-eos-in-block": (
+        ToyLM(T4, eos=3),
+        model_drafter(ToyLM(CLOSE4, eos=3)),
+        [0],
+        3,
+        SamplingConfig(1.0),
+        5,
+    ),
+    "k3-t1-history-caches": (
+        HISTORY_TARGET,
+        model_drafter(HISTORY_DRAFT),
+        [0, 1],
+        3,
+        SamplingConfig(1.0),
+        5,
+    ),
 }
+
+
+def run_case(name: str) -> float:
+    target, make, prompt, k, config, length = CASES[name]
+    counts = draw(target, make, prompt, k, config, length)
+    return chi2_pvalue(counts, exact_distribution(target, prompt, config, length))
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_speculative_samples_match_target_distribution(name):
-    k, config, factory, prompt = CASES[name]
-    counts = draw(BigramLM(TARGET), factory, prompt, k, config, n=50_000)
-    assert chi2_pvalue(counts, exact_distribution(TARGET, prompt, config)) > 1e-3
+    assert run_case(name) > 1e-3
+
+
+def test_cases_run_their_full_k_and_hit_eos_inside_accepted_blocks():
+    """The suite exercises what it names: full-K first rounds, and EOS inside a kept block."""
+    for name, (target, make, prompt, k, config, length) in CASES.items():
+        g = make_generator(0, "cpu")
+        first = next(speculative_generate(target, make(config, g), prompt, k=k, sampling=config,
+                                          max_new_tokens=length, generator=g))  # fmt: skip
+        assert first.k == k or name.startswith(("k4-t1-adaptive", "k2-t1-lookup", "k4-t0.5-look"))
+    target, make, prompt, k, config, length = CASES["k3-t1-eos-in-block"]
+    g = make_generator(0, "cpu")
+    cut_inside = 0
+    for _ in range(300):
+        rounds = list(speculative_generate(target, make(config, g), prompt, k=k, sampling=config,
+                                           max_new_tokens=length, generator=g))  # fmt: skip
+        last = rounds[-1]
+        cut_inside += last.tokens[-1] == 3 and len(last.tokens) <= last.n_accepted
+    assert cut_inside > 10
 
 
 def always_accept(p_x, q_x):
-    return torch.ones_like(p_x)
+    return torch.ones_like(p_x, dtype=torch.float64)
 
 
 def no_residual(p_row, q_row):
-    return p_row
+    return p_row.double()
+
+
+def keep_one_rejected(cache, n):
+    if n > 1:
+        cache.crop(1 - n)
 
 
 @pytest.mark.parametrize(
-    "name, broken, case",
+    "module, name, broken, case",
     [
-        ("acceptance_probs", always_accept, "k1-t1-close"),  # accept every draft
-        ("residual", no_residual, "k2-t1-lookup"),  # resample from p, not max(0, p - q)
+        (sampling, "acceptance_probs", always_accept, "k1-t1-close"),  # accept every draft
+        (sampling, "residual", no_residual, "k2-t1-lookup"),  # resample from p, not max(0, p - q)
+        (engine, "drop_last", keep_one_rejected, "k3-t1-history-caches"),  # a wrong crop
     ],
 )
-def test_wrong_acceptance_rules_fail_the_test(monkeypatch, name, broken, case):
+def test_wrong_rules_fail_the_test(monkeypatch, module, name, broken, case):
     """The test has power: a plausible but wrong rule is caught with the same draw count."""
-    monkeypatch.setattr(sampling, name, broken)
-    k, config, factory, prompt = CASES[case]
-    counts = draw(BigramLM(TARGET), factory, prompt, k, config, n=50_000)
-    assert chi2_pvalue(counts, exact_distribution(TARGET, prompt, config)) < 1e-3
+    monkeypatch.setattr(module, name, broken)
+    assert run_case(case) < 1e-3

@@ -1,4 +1,5 @@
-"""specdemo.models: GGUF assembly from chunks, the conversion cache, pair selection, tiny pair."""
+"""specdemo.models: GGUF assembly, the conversion cache, pair selection, the tiny pair, the
+tokenizer check and progress output."""
 
 import os
 
@@ -6,13 +7,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub read
 
 import hashlib
 import importlib.util
+import io
 import uuid
 
 import pytest
 import torch
+from conftest import tiny_model
 
 from specdemo import models
-from specdemo.models import GGUFSpec
+from specdemo.models import GGUFSpec, convert, gguf
 
 ENV_VARS = (
     "SPECDEMO_PAIR",
@@ -83,7 +86,7 @@ def test_warm_assembly_trusts_the_marker_without_rehashing(tmp_path, monkeypatch
     spec = fake_chunks(tmp_path, monkeypatch, PARTS)
     models.assemble_gguf(spec, tmp_path / "cache")
     monkeypatch.setattr(
-        models.hashlib, "sha256", lambda *a: pytest.fail("warm start re-hashed the file")
+        gguf.hashlib, "sha256", lambda *a: pytest.fail("warm start re-hashed the file")
     )
     path, built = models.assemble_gguf(spec, tmp_path / "cache")
     assert not built and path.stat().st_size == spec.size
@@ -197,6 +200,13 @@ def test_precision_and_device_come_from_arguments_env_vars_or_defaults(monkeypat
         models.resolve_device("tpu")
 
 
+def test_auto_device_is_cuda_on_a_zero_gpu_space_even_before_torch_sees_a_gpu(monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert models.zero_gpu() and models.resolve_device() == "cuda"
+    monkeypatch.setenv("SPACES_ZERO_GPU", "0")
+    assert not models.zero_gpu()
+
+
 def test_cache_root_follows_argument_then_env_then_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert models.cache_root() == tmp_path / "xdg" / "specdemo"
@@ -210,7 +220,7 @@ def test_cache_root_follows_argument_then_env_then_xdg(monkeypatch, tmp_path):
 
 def bitsandbytes_works() -> bool:
     try:
-        models._import_bitsandbytes()
+        convert.import_bitsandbytes()
     except Exception:
         return False
     return True
@@ -332,6 +342,85 @@ def test_prepare_builds_the_caches_and_reports_stages(tmp_path):
     assert (
         models.prepare("tiny", "fp32", cache=tmp_path) == folders
     )  # bf16 and fp32 share the float cache
+
+
+# ---------------------------------------------------------------- the tokenizer check
+
+
+def differently_trained_tokenizer(monkeypatch):
+    """The tiny tokenizer with fewer merges: same specials, other ids for the same text."""
+    monkeypatch.setattr("specdemo.models.tiny.TINY_VOCAB", 300)
+    return models.build_tiny_tokenizer()
+
+
+def test_tiny_pair_passes_the_tokenizer_check(tiny):
+    from transformers import AutoTokenizer
+
+    draft_tokenizer = AutoTokenizer.from_pretrained(tiny.draft.name_or_path)  # its cache folder
+    models.check_tokenizers(tiny.target, tiny.draft, tiny.tokenizer, draft_tokenizer)
+
+
+def test_draft_tokenizer_that_encodes_differently_is_refused(tiny, monkeypatch):
+    other = differently_trained_tokenizer(monkeypatch)
+    with pytest.raises(ValueError) as error:
+        models.check_tokenizers(
+            tiny.target, tiny.draft, tiny.tokenizer, other, names=("big-one", "small-one")
+        )
+    message = str(error.value)
+    assert "'small-one' cannot draft for the target 'big-one'" in message
+    assert "encodes the probe text" in message and "first difference at position" in message
+
+
+def test_load_pair_refuses_a_draft_folder_with_another_tokenizer(tiny_cache, tmp_path, monkeypatch):
+    other = differently_trained_tokenizer(monkeypatch)
+    folder = tmp_path / "odd-draft"
+    tiny_model("qwen2", vocab=len(other), layers=1).save_pretrained(folder)
+    other.save_pretrained(folder)
+    with pytest.raises(ValueError, match="'odd-draft' cannot draft for the target 'tiny-target'"):
+        models.load_pair(
+            "tiny", draft=str(folder), precision="fp32", device="cpu", cache=tiny_cache
+        )
+
+
+def test_draft_with_more_vocab_rows_than_the_target_is_refused(tiny):
+    small, big = tiny_model(vocab=models.TINY_VOCAB), tiny_model(vocab=models.TINY_VOCAB + 64)
+    tok = tiny.tokenizer
+    with pytest.raises(ValueError, match="464 rows, more than the target's 400"):
+        models.check_tokenizers(small, big, tok, tok)
+    models.check_tokenizers(big, small, tok, tok)  # a draft vocabulary may be a prefix
+
+
+# ---------------------------------------------------------------- progress output
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_without_a_terminal_prints_one_line_per_stage_start_and_end():
+    out = io.StringIO()
+    bars = models.ProgressBars(out)
+    for done in (0, 4e6, 8e6):
+        bars("assemble x.gguf", done, 8e6)
+    bars("load x", 0, 1)
+    bars("load x", 1, 1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "assemble x.gguf ..." and lines[2] == "load x ..."
+    assert [line.rsplit(" in ", 1)[0] for line in lines[1::2]] == [
+        "assemble x.gguf: done",
+        "load x: done",
+    ]
+    assert all(line.endswith(" s") for line in lines[1::2]) and len(lines) == 4
+
+
+def test_progress_on_a_terminal_draws_a_bar_per_stage_and_closes_it():
+    out = FakeTerminal()
+    bars = models.ProgressBars(out)
+    bars("convert x (4bit)", 0, 1)
+    assert set(bars.bars) == {"convert x (4bit)"}
+    bars("convert x (4bit)", 1, 1)
+    assert not bars.bars and "convert x (4bit)" in out.getvalue()
 
 
 # ---------------------------------------------------------------- the real default pair

@@ -1,0 +1,16 @@
+"""The one set of generation defaults that the library, the command line and the app share.
+
+Temperature 0.7 shows accepted, resampled and bonus tokens all at once, and seed 0 makes a first
+run reproducible on a projector; pass ``seed=None`` for fresh randomness.
+"""
+
+DEFAULTS = {
+    "k": 5,
+    "temperature": 0.7,
+    "top_k": None,
+    "top_p": None,
+    "max_new_tokens": 128,
+    "seed": 0,
+    "drafter": "model",
+    "adaptive": False,
+}

@@ -1,0 +1,202 @@
+"""Getting a pair into memory: `load_pair` returns target, draft and tokenizer ready for the engine.
+
+Packaged and tiny models load from the conversion cache (built on first use, or ahead of time by
+`prepare`); hub ids and folders load directly. `check_tokenizers` refuses a pair whose draft would
+propose token ids that mean something else, or nothing, to the target.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from specdemo.lm import vocab_size
+from specdemo.models.convert import (
+    bnb_config,
+    cached_model,
+    fix_generation_config,
+    import_bitsandbytes,
+    quiet_transformers,
+    release_freed_memory,
+)
+from specdemo.models.pairs import (
+    LoadedPair,
+    LoadSummary,
+    ModelSpec,
+    resolve_device,
+    resolve_pair_spec,
+    resolve_precision,
+)
+from specdemo.models.progress import Progress, report
+
+# English, code, indentation and non-ASCII: where tokenizers of different families part ways.
+PROBE_TEXT = "def add(a, b):\n    return a + b  # café ✓"
+
+
+def prepare(
+    name: str | None = None,
+    precision: str | None = None,
+    progress: Progress | None = None,
+    *,
+    cache: str | os.PathLike | None = None,
+) -> list[Path]:
+    """Build every cache the pair needs at `precision`, so the next load is warm; returns them."""
+    spec, precision = resolve_pair_spec(name), resolve_precision(precision)
+    return [
+        cached_model(m, precision, cache, progress)[0]
+        for m in (spec.target, spec.draft)
+        if m.kind != "hub"
+    ]
+
+
+def load_pair(
+    name: str | None = None,
+    *,
+    target: str | None = None,
+    draft: str | None = None,
+    precision: str | None = None,
+    device: str | None = None,
+    cache: str | os.PathLike | None = None,
+    progress: Progress | None = None,
+) -> LoadedPair:
+    """Target, draft and tokenizer of a pair on `device` at `precision`; None: env or default.
+
+    Raises ValueError when the draft cannot draft for the target (see `check_tokenizers`).
+    """
+    start = time.perf_counter()
+    spec = resolve_pair_spec(name, target, draft)
+    precision, device = resolve_precision(precision), resolve_device(device)
+    target_model, target_cold = _load_model(spec.target, precision, device, cache, progress)
+    tokenizer = _load_tokenizer(spec.target, precision, cache)
+    draft_model, draft_cold = _load_model(spec.draft, precision, device, cache, progress)
+    check_tokenizers(
+        target_model,
+        draft_model,
+        tokenizer,
+        _load_tokenizer(spec.draft, precision, cache),
+        names=(spec.target.name, spec.draft.name),
+    )
+    for model in (target_model, draft_model):
+        fix_generation_config(model, tokenizer)
+    summary = LoadSummary(
+        pair=spec.name,
+        target_name=spec.target.name,
+        draft_name=spec.draft.name,
+        target_params=count_params(target_model),
+        draft_params=count_params(draft_model),
+        precision=precision,
+        device=device,
+        target_bytes=target_model.get_memory_footprint(),
+        draft_bytes=draft_model.get_memory_footprint(),
+        load_seconds=time.perf_counter() - start,
+        cold=target_cold or draft_cold,
+    )
+    return LoadedPair(target_model, draft_model, tokenizer, summary)
+
+
+def check_tokenizers(
+    target_model,
+    draft_model,
+    target_tokenizer,
+    draft_tokenizer,
+    *,
+    names: tuple[str, str] | None = None,
+) -> None:
+    """Raise ValueError unless every token id the draft proposes means the same to the target.
+
+    The engine feeds the target's token ids to the draft and checks the draft's ids with the
+    target, so (a) both tokenizers must encode `PROBE_TEXT` to the same ids and (b) the draft may
+    score no more ids than the target has output rows for (fewer is fine: a prefix, e.g. Qwen's
+    151,936 rows against 152,064). `names` (target, draft) default to the models' name_or_path.
+    """
+    target, draft = names or (
+        getattr(target_model, "name_or_path", "") or "target",
+        getattr(draft_model, "name_or_path", "") or "draft",
+    )
+    problem = f"the draft {draft!r} cannot draft for the target {target!r}"
+    t = target_tokenizer.encode(PROBE_TEXT, add_special_tokens=False)
+    d = draft_tokenizer.encode(PROBE_TEXT, add_special_tokens=False)
+    if t != d:
+        i = next(i for i in range(max(len(t), len(d))) if t[i : i + 1] != d[i : i + 1])
+        raise ValueError(
+            f"{problem}: the draft's tokenizer encodes the probe text {PROBE_TEXT!r} differently "
+            f"from the target's: target {_token_at(target_tokenizer, t, i)}, "
+            f"draft {_token_at(draft_tokenizer, d, i)} (first difference at position {i})"
+        )
+    t_rows, d_rows = vocab_size(target_model), vocab_size(draft_model)
+    if d_rows > t_rows:
+        raise ValueError(
+            f"{problem}: the draft's vocabulary has {d_rows:,} rows, more than the target's "
+            f"{t_rows:,}, so it could propose token ids the target has no logits for"
+        )
+
+
+def warm_up(pair: LoadedPair) -> float:
+    """Run one token through both models so one-time work is done before anything is timed.
+
+    On CPUs with AVX512-BF16, bitsandbytes repacks every 4-bit weight at the first forward
+    (~10 s for the default target on 2 cores); the scratch memory it frees is then handed back to
+    the OS, which keeps the pair ~1 GB smaller. Returns the seconds spent.
+    """
+    start = time.perf_counter()
+    for model in (pair.target, pair.draft):
+        with torch.no_grad():
+            model(torch.tensor([[pair.tokenizer.eos_token_id]], device=model.device))
+        release_freed_memory()
+    return time.perf_counter() - start
+
+
+def count_params(model: torch.nn.Module) -> int:
+    """Parameters before quantisation: a bnb 4-bit weight stores two values per byte element."""
+    total = 0
+    for p in model.parameters():
+        state = getattr(p, "quant_state", None)
+        total += math.prod(state.shape) if state is not None else p.numel()
+    return total
+
+
+def _load_model(
+    spec: ModelSpec, precision: str, device: str, cache, progress
+) -> tuple[torch.nn.Module, bool]:
+    from transformers import AutoModelForCausalLM
+
+    cold = False
+    source = spec.source
+    if spec.kind != "hub":
+        folder, cold = cached_model(spec, precision, cache, progress)
+        source = str(folder)
+    stage = f"load {spec.name}"
+    report(progress, stage, 0, 1)
+    if precision == "4bit" and spec.kind == "hub":
+        kwargs = {"quantization_config": bnb_config()}
+    elif precision == "4bit":  # a cached bnb checkpoint, its quantization_config in config.json
+        import_bitsandbytes()
+        # On CPU, bnb repacks every 4-bit weight at its first forward. A memory-mapped checkpoint
+        # stays mapped behind the repacked copy (+1.2 GB RSS for the default pair); reading it
+        # into memory costs ~1.5 s once and keeps the pair under 2.5 GB.
+        kwargs = {"disable_mmap": device == "cpu"}
+    else:
+        kwargs = {"dtype": torch.bfloat16 if precision == "bf16" else torch.float32}
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(
+            source, device_map=device, trust_remote_code=False, **kwargs
+        )
+    report(progress, stage, 1, 1)
+    return model.eval(), cold
+
+
+def _load_tokenizer(spec: ModelSpec, precision: str, cache):
+    from transformers import AutoTokenizer
+
+    source = spec.source if spec.kind == "hub" else cached_model(spec, precision, cache)[0]
+    return AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+
+
+def _token_at(tokenizer, ids: list[int], i: int) -> str:
+    if i >= len(ids):
+        return f"ends after {len(ids)} tokens"
+    return f"has id {ids[i]} ({tokenizer.convert_ids_to_tokens(ids[i])!r})"

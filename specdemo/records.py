@@ -1,0 +1,154 @@
+"""What a generation reports: one ``Round`` per target pass, one ``Step`` per target-only token,
+running ``Stats``, and the ``Result`` of a whole call.
+
+Plain data, filled in by the engine; the CLI, the app and the bench read them. Times are seconds
+measured with ``lm.Stopwatch``; ``c`` always means t_draft / t_step (a draft step over a plain
+one-token target step), the c of Leviathan et al. (2023).
+"""
+
+import statistics
+from dataclasses import dataclass, field
+
+from specdemo.theory import StepCosts
+
+
+@dataclass(frozen=True)
+class Round:
+    """One target pass: what was drafted, what survived, what the target added."""
+
+    draft: list[int]  # the k proposed tokens
+    n_accepted: int
+    next_token: int  # resampled replacement of draft[n_accepted], or the bonus token
+    p_x: list[float]
+    q_x: list[float]
+    accept_prob: list[float]
+    u: list[float]
+    residual_top: list[tuple[int, float]]  # the distribution next_token came from, top few
+    tokens: list[int]  # what this round emits: accepted drafts + next_token, cut at a stop
+    draft_time: float
+    verify_time: float
+    draft_steps: int  # draft model forward passes (0 for prompt lookup)
+    finished: bool
+
+    @property
+    def k(self) -> int:
+        return len(self.draft)
+
+    @property
+    def rejected(self) -> int | None:
+        """The first rejected draft token, if any."""
+        return self.draft[self.n_accepted] if self.n_accepted < self.k else None
+
+    @property
+    def bonus(self) -> bool:
+        return self.n_accepted == self.k
+
+
+@dataclass(frozen=True)
+class Step:
+    """One target-only token and the time it took."""
+
+    token: int
+    time: float
+    finished: bool
+
+
+@dataclass
+class Stats:
+    """Counts and timings of one speculative generation."""
+
+    k: int = 0
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
+    new_tokens: int = 0
+    target_passes: int = 0  # including the prefill
+    draft_passes: int = 0
+    accepted_hist: list[int] = field(default_factory=list)  # accepted_hist[n] = rounds with n kept
+    prefill_time: float = 0.0
+    draft_time: float = 0.0
+    verify_time: float = 0.0
+    wall_time: float = 0.0
+    verify_times: dict[int, list[float]] = field(default_factory=dict)  # k -> each verify pass
+    # One plain target step, measured by whoever timed the target alone (the engine never runs
+    # one, except as a round with k = 0).
+    t_step: float | None = None
+
+    @property
+    def alpha(self) -> float:
+        """Acceptance rate: accepted / drafted."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def alpha_per_token(self) -> float:
+        """Per-draft acceptance probability, accepted / (accepted + rejected): the alpha of the
+        theory formulas. Drafts after a rejection are never judged, so `alpha` (accepted /
+        drafted) is lower than this when k > 1."""
+        judged = self.accepted + self.rejected
+        return self.accepted / judged if judged else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Mean tokens emitted per target verify pass."""
+        return self.new_tokens / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.wall_time if self.wall_time else 0.0
+
+    @property
+    def t_draft(self) -> float:
+        """Mean seconds of one draft step (0 when nothing ran a draft model)."""
+        return self.draft_time / self.draft_passes if self.draft_passes else 0.0
+
+    @property
+    def t_verify(self) -> dict[int, float]:
+        """Median seconds of a verify pass over k drafts (k + 1 tokens), for each k seen."""
+        return {k: statistics.median(times) for k, times in sorted(self.verify_times.items())}
+
+    def costs(self) -> StepCosts | None:
+        """The measured step costs, once a plain target step is known (`t_step`, or a k = 0
+        round); None before."""
+        t_step = self.t_step or self.t_verify.get(0)
+        return StepCosts(t_step, self.t_draft, self.t_verify) if t_step else None
+
+    @property
+    def c(self) -> float | None:
+        """Cost ratio c = t_draft / t_step; None while t_step is unknown."""
+        costs = self.costs()
+        return costs.c if costs else None
+
+    def add(self, r: Round) -> None:
+        self.rounds += 1
+        self.drafted += r.k
+        self.accepted += r.n_accepted
+        self.rejected += r.n_accepted < r.k
+        self.new_tokens += len(r.tokens)
+        self.target_passes += 1
+        self.draft_passes += r.draft_steps
+        self.draft_time += r.draft_time
+        self.verify_time += r.verify_time
+        self.verify_times.setdefault(r.k, []).append(r.verify_time)
+        self.accepted_hist += [0] * (r.n_accepted + 1 - len(self.accepted_hist))
+        self.accepted_hist[r.n_accepted] += 1
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "verify_times"}
+        d.update(
+            alpha=self.alpha,
+            alpha_per_token=self.alpha_per_token,
+            tokens_per_pass=self.tokens_per_pass,
+            tokens_per_s=self.tokens_per_s,
+            t_draft=self.t_draft,
+            t_verify=self.t_verify,
+            c=self.c,
+        )
+        return d
+
+
+@dataclass(frozen=True)
+class Result:
+    tokens: list[int]
+    stats: Stats
+    rounds: list[Round]
