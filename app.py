@@ -9,11 +9,12 @@ try:  # on a ZeroGPU Space, spaces must be imported before torch touches CUDA
 except ImportError:
     pass
 
-from specdemo import demo, models, ui
+from specdemo import models
+from specdemo.app import handlers, race, ui
 
 if __name__ == "__main__":
-    pair = models.load_pair()
-    print(f"specdemo: {demo.model_markdown(pair.summary).replace('**', '')}", flush=True)
-    if not ui.zero_gpu():  # there the GPU exists only inside a request
-        demo.warm_up(pair)
+    pair = models.load_pair(progress=models.ProgressBars())
+    print(f"specdemo: {handlers.model_markdown(pair.summary).replace('**', '')}", flush=True)
+    if not models.zero_gpu():  # there the GPU exists only inside a request
+        race.rehearse(pair)
     ui.build(pair).launch(theme=ui.THEME, css=ui.CSS)

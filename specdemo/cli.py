@@ -47,7 +47,11 @@ def cmd_generate(args) -> int:
     from specdemo.sampling import SamplingConfig
     from specdemo.text import Detokenizer, encode_prompt
 
-    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)
+    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # checked before loading
+    if args.k < 0 or args.max_new_tokens < 0:
+        raise ValueError(
+            f"k must be >= 0 and max_new_tokens >= 0, got {args.k}, {args.max_new_tokens}"
+        )
     pair = load(args, quiet=args.json)
     input_ids = encode_prompt(pair.tokenizer, args.prompt, system=args.system)
     generator = make_generator(args.seed, pair.target.device)

@@ -141,6 +141,7 @@ def speculative_generate(
     stats.prefill_time = clock.lap()
 
     while True:
+        clock.lap()  # the time the caller held the generator is not this round's
         # k drafts + 1 target token never need to exceed what is left to generate.
         proposal = drafter.propose(context, min(k, stopper.room - 1))
         draft = proposal.tokens.tolist()

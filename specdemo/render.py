@@ -6,7 +6,7 @@ rejected draft), "bonus" (the extra token after a fully accepted block), "reject
 token that lost, shown struck through), and "target" for target-only tokens.
 """
 
-from specdemo.engine import Round
+from specdemo.records import Round
 from specdemo.text import Detokenizer
 
 COLORS = {

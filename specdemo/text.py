@@ -1,7 +1,8 @@
 """Tokenizer glue shared by the CLI, the app and the bench: prompts in, text pieces out.
 
-The engine works on token ids only; this module applies the chat template and turns a growing
-list of ids into per-token text pieces that concatenate to the exact decoded text.
+The engine works on token ids only; this module applies the chat template, turns a growing list
+of ids into per-token text pieces that concatenate to the exact decoded text, and shows single
+tokens as visible labels for tables and charts.
 """
 
 from dataclasses import dataclass, field
@@ -51,3 +52,16 @@ class Detokenizer:
     def peek(self, token: int) -> str:
         """The text `token` would add, without appending it (for struck-through rejects)."""
         return self.decode(self.ids + [token])[len(self.text) :]
+
+
+def token_text(tokenizer, token: int) -> str:
+    """A token as visible text: escapes for newlines and tabs, ␣ for a leading space."""
+    text = tokenizer.decode([token])
+    text = text.replace("\n", "\\n").replace("\t", "\\t")
+    return "␣" + text[1:] if text.startswith(" ") else text or f"<{token}>"
+
+
+def token_labels(tokenizer, tokens: list[int]) -> list[str]:
+    """Each token's visible text; a text two tokens share gets the id, keeping chart bars apart."""
+    texts = [token_text(tokenizer, t) for t in tokens]
+    return [f"{x} #{t}" if texts.count(x) > 1 else x for x, t in zip(texts, tokens, strict=True)]

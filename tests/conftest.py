@@ -122,6 +122,14 @@ def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int
 
 
 @pytest.fixture(scope="session")
+def pair():
+    """The tiny local pair (random weights, toy tokenizer) in float32, loaded once per run."""
+    from specdemo.models import load_pair
+
+    return load_pair("tiny", precision="fp32")
+
+
+@pytest.fixture(scope="session")
 def tiny_qwen():
     return tiny_model("qwen2", seed=0)
 

@@ -130,6 +130,7 @@ def test_generate_streams_both_panes_and_records_the_run(client):
     assert "Speedup" in comparison and "Target passes" in comparison
     assert session_plot["type"] == "plotly"
     assert [row[1] for row in table["data"]] == [4]
+    assert table["data"][0][-1] > 0  # c, from the target-alone run's plain steps
     assert Path(csv_path).read_text().startswith("run,k,temperature")
     assert json.loads(Path(json_path).read_text())[0]["k"] == 4
 

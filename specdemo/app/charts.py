@@ -1,4 +1,4 @@
-"""Plotly figures for the app: plain numbers in, a ``go.Figure`` out.
+"""Plotly figures for the app: plain numbers in, a ``go.Figure`` out (picklable, no tensors).
 
 Colours follow ``render.COLORS`` so the charts and the coloured text agree; fonts and markers are
 sized to be read from the back of a room.
@@ -11,7 +11,7 @@ from statistics import mean
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdemo.engine import Round
+from specdemo.records import Round
 from specdemo.render import COLORS
 from specdemo.theory import expected_speedup
 
@@ -103,9 +103,13 @@ def session_chart(runs: list[dict]) -> go.Figure:
             go.Scatter(x=ks, y=speedups, name=name, showlegend=False, **common), row=1, col=2
         )
         # The formula's α is the per-draft acceptance probability; accepted/drafted (plotted on
-        # the left) is lower, since drafts after a rejection are never judged.
-        alpha = mean(r["alpha_per_token"] for r in group)
-        c = mean(r["c"] for r in group)
+        # the left) is lower, since drafts after a rejection are never judged. c is None for a
+        # run whose target-alone baseline was too short to time a plain step.
+        timed = [r for r in group if r["c"] is not None]
+        if not timed:
+            continue
+        alpha = mean(r["alpha_per_token"] for r in timed)
+        c = mean(r["c"] for r in timed)
         fig.add_trace(
             go.Scatter(
                 x=K_AXIS,

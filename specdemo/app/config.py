@@ -1,0 +1,204 @@
+"""The app's settings and their validation: raw widget or API values in, a checked config out.
+
+Anything that fails raises a ValueError whose message is meant for the user as it stands (the
+handlers show it in the browser or return it to the API client). Widget ranges and starting
+values live here too, so the sliders and the checks cannot disagree.
+"""
+
+import json
+import math
+import numbers
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
+from specdemo.sampling import SamplingConfig
+from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+# Widget ranges; the same bounds are enforced on values that arrive through the API.
+LIMITS = {
+    "k": (1, 16),
+    "temperature": (0.0, 2.0),
+    "top_k": (0, 200),  # 0 means off
+    "max_new_tokens": (1, 1024),
+    "seed": (0, 2**32 - 1),
+    "n": (100, 100_000),
+}
+# The library's defaults as widget values: a widget has no None, so top_p = 1.0 and top_k = 0 say
+# "off" (parse_run maps them back). `n` is the app's own: the exactness tab's sample count.
+DEFAULTS = {
+    **LIBRARY_DEFAULTS,
+    "top_p": LIBRARY_DEFAULTS["top_p"] or 1.0,
+    "top_k": LIBRARY_DEFAULTS["top_k"] or 0,
+    "n": 20_000,
+}
+# The other tabs start where their lesson shows best: sampling at T = 1; K = 4 to step through.
+EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0}
+STEP_DEFAULTS = {**DEFAULTS, "k": 4, "temperature": 1.0}
+SWEEP_DEFAULTS = {"ks": (1, 2, 4, 8), "temperatures": (0.0, 1.0)}
+DRAFTERS = {"model": "Draft model", "lookup": "Prompt lookup"}
+MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # refuse before tokenizing megabytes
+MAX_SWEEP_CELLS = 64
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One generation's settings, checked on construction."""
+
+    prompt: str
+    system: str = ""
+    k: int = DEFAULTS["k"]
+    temperature: float = DEFAULTS["temperature"]
+    top_p: float | None = LIBRARY_DEFAULTS["top_p"]
+    top_k: int | None = LIBRARY_DEFAULTS["top_k"]
+    max_new_tokens: int = DEFAULTS["max_new_tokens"]
+    seed: int = DEFAULTS["seed"]
+    drafter: str = DEFAULTS["drafter"]
+    adaptive: bool = DEFAULTS["adaptive"]
+
+    def __post_init__(self):
+        if not self.prompt.strip():
+            raise ValueError("The prompt is empty: type a question or pick an example.")
+        _check_range("K", self.k, *LIMITS["k"])
+        _check_range("Temperature", self.temperature, *LIMITS["temperature"])
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"Top-p must be above 0 and at most 1, got {self.top_p}.")
+        if self.top_k is not None:
+            _check_range("Top-k", self.top_k, 1, LIMITS["top_k"][1])
+        _check_range("Max new tokens", self.max_new_tokens, *LIMITS["max_new_tokens"])
+        _check_range("Seed", self.seed, *LIMITS["seed"])
+        if not isinstance(self.drafter, str) or self.drafter not in DRAFTERS:
+            raise ValueError(f"Drafter must be one of {', '.join(DRAFTERS)}; got {self.drafter!r}.")
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(self.temperature, self.top_k, self.top_p)
+
+
+def parse_run(
+    prompt,
+    system="",
+    k=DEFAULTS["k"],
+    temperature=DEFAULTS["temperature"],
+    top_p=DEFAULTS["top_p"],
+    top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"],
+    drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"],
+) -> RunConfig:
+    """Raw widget values (or anything an API caller sends) -> RunConfig, or a clear ValueError.
+
+    Top-p 1 and top-k 0 mean "off"; control characters other than newline and tab are dropped.
+    """
+    if not isinstance(adaptive, bool) and adaptive is not None:
+        raise ValueError(f"Adaptive K must be true or false, got {adaptive!r}.")
+    top_p, top_k = _number("Top-p", top_p), _number("Top-k", top_k, integer=True)
+    return RunConfig(
+        prompt=clean_text(prompt, "prompt"),
+        system=clean_text(system, "system prompt"),
+        k=_number("K", k, integer=True),
+        temperature=_number("Temperature", temperature),
+        top_p=None if top_p == 1.0 else top_p,
+        top_k=None if top_k == 0 else top_k,
+        max_new_tokens=_number("Max new tokens", max_new_tokens, integer=True),
+        seed=_number("Seed", seed, integer=True),
+        drafter=drafter,
+        adaptive=bool(adaptive),
+    )
+
+
+def parse_samples(n) -> int:
+    """The exactness tab's sample count."""
+    n = _number("N", n, integer=True)
+    _check_range("N", n, *LIMITS["n"])
+    return n
+
+
+def parse_grid(ks, temperatures) -> tuple[list[int], list[float]]:
+    """The sweep's K values and temperatures: lists, or comma-separated text from the API."""
+    ks = sorted({_number("K", k, integer=True) for k in _items(ks)})
+    temperatures = sorted({_number("Temperature", t) for t in _items(temperatures)})
+    if not ks or not temperatures:
+        raise ValueError("Pick at least one K and one temperature for the sweep.")
+    for k in ks:
+        _check_range("K", k, *LIMITS["k"])
+    for t in temperatures:
+        _check_range("Temperature", t, *LIMITS["temperature"])
+    if len(ks) * len(temperatures) > MAX_SWEEP_CELLS:
+        raise ValueError(f"A sweep has at most {MAX_SWEEP_CELLS} cells (K values x temperatures).")
+    return ks, temperatures
+
+
+def clean_text(text, name: str = "prompt") -> str:
+    """Text without control characters (newline and tab stay) or unpaired surrogates."""
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise ValueError(f"The {name} must be text, got {type(text).__name__}.")
+    if len(text) > MAX_PROMPT_CHARS:  # checked before the character scan below
+        raise ValueError(
+            f"The {name} is too long: {len(text):,} characters, and the limit is "
+            f"{MAX_PROMPT_CHARS:,} (about {MAX_PROMPT_TOKENS:,} tokens)."
+        )
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+
+
+def encode(pair, config: RunConfig) -> list[int]:
+    """The prompt's token ids (chat template applied), within the context cap."""
+    ids = encode_prompt(pair.tokenizer, config.prompt, system=config.system or None)
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise ValueError(
+            f"The prompt is {len(ids):,} tokens long; the limit is {MAX_PROMPT_TOKENS:,}. "
+            "Please shorten it."
+        )
+    room = getattr(pair.target.config, "max_position_embeddings", None)
+    if room and len(ids) + config.max_new_tokens > room:
+        raise ValueError(
+            f"The prompt ({len(ids):,} tokens) plus {config.max_new_tokens} new tokens does not "
+            f"fit the model's context of {room:,} tokens: shorten it or lower max new tokens."
+        )
+    return ids
+
+
+def load_examples() -> list[dict]:
+    """Example prompts from assets/prompts.json: label, prompt, drafter. Empty when missing."""
+    try:
+        examples = json.loads((ASSETS / "prompts.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [e for e in examples if e.get("prompt") and e.get("drafter", "model") in DRAFTERS]
+
+
+def _number(name: str, value, integer: bool = False) -> int | float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {value!r}.") from None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}.")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}.")
+    if integer:
+        if value != int(value):
+            raise ValueError(f"{name} must be a whole number, got {value}.")
+        return int(value)
+    return float(value)
+
+
+def _check_range(name: str, value, lo, hi) -> None:
+    if not lo <= value <= hi:  # NaN fails too
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}.")
+
+
+def _items(values) -> list:
+    if isinstance(values, str):
+        return [v for v in values.replace(";", ",").split(",") if v.strip()]
+    if isinstance(values, (list, tuple)):
+        return list(values)
+    return [] if values is None else [values]

@@ -1,0 +1,183 @@
+"""The app's event handlers as plain functions: a loaded pair and widget values in, outputs out.
+
+Each model handler takes the pair first (``ui`` binds it with functools.partial) and returns or
+yields a list of plain values in the order its ``*_OUTPUTS`` names them, ``gr.skip()`` for an
+output that does not change; no components and no tensors, so ZeroGPU can pickle every value.
+Bad input becomes a ``gr.Error`` with the message ``config`` wrote for the user.
+"""
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Iterator
+
+import gradio as gr
+
+from specdemo.app import charts, race, stepping
+from specdemo.app import exactness as exact
+from specdemo.app.config import (
+    DEFAULTS,
+    EXACT_DEFAULTS,
+    STEP_DEFAULTS,
+    SWEEP_DEFAULTS,
+    encode,
+    parse_grid,
+    parse_run,
+    parse_samples,
+)
+from specdemo.app.session import Session, export, results_table
+from specdemo.text import token_labels
+
+STREAM_EVERY = 0.1  # seconds between streamed updates (a slow round streams every round)
+CHART_EVERY = 0.5
+STEP_PLACEHOLDER = "Press Step to run one round"
+
+SESSION_OUTPUTS = ("session_plot", "results", "csv_file", "json_file", "session")
+GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
+SWEEP_OUTPUTS = SESSION_OUTPUTS
+EXACTNESS_OUTPUTS = ("plot", "summary", "greedy", "details")
+STEP_OUTPUTS = ("text", "draft", "verify", "accept", "table", "plot", "state")
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Bad input (a ValueError from config or a run) becomes a message for the user."""
+    try:
+        yield
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+
+
+def throttled(iterator, seconds: float = STREAM_EVERY):
+    """(item, is_last) pairs, at most one every `seconds`; the last item always comes."""
+    item, shown = None, 0.0
+    for item in iterator:
+        if time.perf_counter() - shown >= seconds:
+            shown = time.perf_counter()
+            yield item, False
+    if item is not None:
+        yield item, True
+
+
+def generate(
+    pair, prompt, system="", k=DEFAULTS["k"], temperature=DEFAULTS["temperature"],
+    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
+    show_rejected=True, session=None,
+):  # fmt: skip
+    """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS)."""
+    with user_errors():
+        config = parse_run(
+            prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive
+        )
+        ids = encode(pair, config)
+    session = Session() if session is None else session
+    unchanged = [gr.skip()] * len(SESSION_OUTPUTS)
+    charted = 0.0
+    for spec, done in throttled(race.run_speculative(pair, config, ids)):
+        session.spans = list(spec.spans)
+        chart = gr.skip()
+        if done or time.perf_counter() - charted > CHART_EVERY:
+            chart = charts.rounds_chart(spec.accepted, spec.drafted, config.k)
+            charted = time.perf_counter()
+        spans = race.visible_spans(session.spans, show_rejected)
+        yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
+    for target, _ in throttled(race.run_target(pair, config, ids)):
+        comparison = race.comparison_markdown(spec, target)
+        yield [gr.skip(), list(target.spans), comparison, gr.skip(), *unchanged]
+    session.runs.append(race.record(config, spec, target))
+    yield [
+        race.visible_spans(session.spans, show_rejected),
+        list(target.spans),
+        race.comparison_markdown(spec, target, config),
+        charts.rounds_chart(spec.accepted, spec.drafted, config.k),
+        *session_outputs(session),
+    ]
+
+
+def sweep(
+    pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
+    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
+    session=None, progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
+):  # fmt: skip
+    """Every (K, temperature) cell of the grid, each recorded as it finishes (SWEEP_OUTPUTS)."""
+    with user_errors():
+        config = parse_run(
+            prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
+            drafter=drafter, adaptive=adaptive,
+        )  # fmt: skip
+        grid = parse_grid(ks, temperatures)
+        encode(pair, config)
+    session = Session() if session is None else session
+    progress(0.0, desc="Running the target-only baseline")
+    for done, total, row in race.sweep(pair, config, *grid):
+        session.runs.append(row)
+        progress(done / total, desc=f"K = {row['k']}, T = {row['temperature']:g}")
+        yield session_outputs(session)
+
+
+def session_outputs(session: Session) -> list:
+    """The session's chart, table, exports and the session itself (SESSION_OUTPUTS)."""
+    csv_path, json_path = export(session)
+    return [charts.session_chart(session.runs), results_table(session.runs), csv_path, json_path,
+            session]  # fmt: skip
+
+
+def toggle_rejected(show_rejected, session: Session) -> list[tuple[str, str]]:
+    return race.visible_spans(session.spans, show_rejected)
+
+
+def exactness(
+    pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
+    k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
+):  # fmt: skip
+    """Speculative and direct draws against p, then the greedy check (EXACTNESS_OUTPUTS)."""
+    with user_errors():
+        config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
+        ex = exact.measure(pair, config, parse_samples(n))
+        check = exact.greedy_check(pair, config)
+    return [
+        charts.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
+        exact.markdown(ex),
+        exact.greedy_markdown(check, config.k, pair.summary.precision),
+        {"sampling": dataclasses.asdict(ex), "greedy": dataclasses.asdict(check)},
+    ]
+
+
+def step(
+    pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
+    seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
+):  # fmt: skip
+    """One round after the context in `state`, explained (STEP_OUTPUTS)."""
+    with user_errors():
+        config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
+        state, r = stepping.step(pair, config, state)
+    tokenizer = pair.tokenizer
+    return [
+        list(state.spans),
+        *stepping.step_markdown(r, tokenizer, config),
+        stepping.step_rows(r, tokenizer),
+        charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
+        state,
+    ]
+
+
+def reset_step() -> list:
+    """An empty step-through (STEP_OUTPUTS)."""
+    return [[], "", "", "", [], charts.placeholder(STEP_PLACEHOLDER), None]
+
+
+def model_markdown(summary) -> str:
+    """The loaded pair in one line: names, sizes, precision, device, load time."""
+    s = summary
+    return (
+        f"**Target** {s.target_name} ({_params(s.target_params)}) · "
+        f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · "
+        f"**Precision** {s.precision} · **Device** {s.device} · pair `{s.pair}`, "
+        f"loaded in {s.load_seconds:.1f} s"
+    )
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.2f} B params" if n >= 1e9 else f"{n / 1e6:.1f} M params"

@@ -1,0 +1,249 @@
+"""The race: a speculative run and a target-only run on one prompt, timed apart, and the sweep.
+
+``run_speculative`` and ``run_target`` yield the same growing run object after every target pass,
+timed inside the engine only (rendering and sending are not counted); ``record`` turns a finished
+pair of runs into one results row, and ``comparison_markdown`` into the side-by-side table.
+"""
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+
+from specdemo import models
+from specdemo.app.config import RunConfig, encode
+from specdemo.drafters import make_drafter
+from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
+from specdemo.records import Stats
+from specdemo.render import round_spans
+from specdemo.text import Detokenizer
+
+SAME_DISTRIBUTION_NOTE = (
+    "Both runs use the same seed. With temperature above 0 the two answers are different "
+    "*samples*, so their words differ, yet every speculative token is drawn from exactly the "
+    "target's distribution: both are samples of one distribution (the **Is it exact?** tab "
+    "shows it). With temperature 0 (greedy) the two answers match token for token."
+)
+
+
+@dataclass
+class SpecRun:
+    """A speculative run so far; ``run_speculative`` yields this same object after each round."""
+
+    stats: Stats = field(default_factory=Stats)
+    spans: list[tuple[str, str]] = field(default_factory=list)  # rejected drafts included
+    tokens: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)  # per round
+    drafted: list[int] = field(default_factory=list)  # per round (k, or fewer)
+    seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class TargetRun:
+    """A target-only run so far; one target pass per token."""
+
+    spans: list[tuple[str, str]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    step_seconds: list[float] = field(default_factory=list)  # per token; the first has the prefill
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+    @property
+    def t_step(self) -> float | None:
+        """One plain target step: the median token time after the first (which holds the
+        prompt's prefill); None before there are two tokens."""
+        return statistics.median(self.step_seconds[1:]) if len(self.step_seconds) > 1 else None
+
+
+def timed(iterator: Iterable) -> Iterator[tuple[object, float]]:
+    """Each item with the seconds spent producing it, so the consumer's own time is excluded.
+
+    The engine synchronises the device before it yields, so on CUDA this is the real cost.
+    """
+    iterator = iter(iterator)
+    while True:
+        start = time.perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        yield item, time.perf_counter() - start
+
+
+def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun]:
+    """Speculative generation, yielding the growing run after every target pass."""
+    device = pair.target.device
+    generator = make_generator(config.seed, device)
+    drafter = make_drafter(
+        config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
+    )
+    run, detok = SpecRun(), Detokenizer(pair.tokenizer)
+    rounds = speculative_generate(
+        pair.target,
+        drafter,
+        ids,
+        k=config.k,
+        sampling=config.sampling,
+        max_new_tokens=config.max_new_tokens,
+        generator=generator,
+        stats=run.stats,
+    )
+    for r, seconds in timed(rounds):
+        run.seconds += seconds
+        run.tokens += r.tokens
+        run.spans += round_spans(r, detok, show_rejected=True)
+        run.accepted.append(r.n_accepted)
+        run.drafted.append(r.k)
+        yield run
+
+
+def run_target(pair, config: RunConfig, ids: list[int]) -> Iterator[TargetRun]:
+    """The baseline with the same seed and sampling, yielding the growing run after each token."""
+    run, detok = TargetRun(), Detokenizer(pair.tokenizer)
+    steps = autoregressive_generate(
+        pair.target,
+        ids,
+        sampling=config.sampling,
+        max_new_tokens=config.max_new_tokens,
+        generator=make_generator(config.seed, pair.target.device),
+    )
+    for step, seconds in timed(steps):
+        run.seconds += seconds
+        run.step_seconds.append(seconds)
+        run.tokens.append(step.token)
+        piece = detok.push(step.token)
+        if piece:
+            run.spans.append((piece, "target"))
+        yield run
+
+
+def rehearse(pair) -> None:
+    """One short race of each kind, after ``models.warm_up``'s one-token kernel warm-up, so the
+    first timed run in the app does not pay one-time start-up costs."""
+    models.warm_up(pair)
+    config = RunConfig("Hello", k=2, temperature=1.0, max_new_tokens=8)
+    ids = encode(pair, config)
+    last(run_speculative(pair, config, ids))
+    last(run_target(pair, config, ids))
+
+
+def last(iterator: Iterable):
+    """The final item (None when there is none)."""
+    tail = deque(iterator, maxlen=1)
+    return tail[0] if tail else None
+
+
+def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tuple[str, str]]:
+    return spans if show_rejected else [s for s in spans if s[1] != "rejected"]
+
+
+def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
+    """One row of the session's results. The speculative run's c = t_draft / t_step takes its
+    t_step from the target-alone run (``TargetRun.t_step``); it is None when that is unknown."""
+    s = spec.stats
+    s.t_step = target.t_step
+    greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
+    return {
+        "k": config.k,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "top_k": config.top_k,
+        "drafter": config.drafter,
+        "adaptive": config.adaptive,
+        "seed": config.seed,
+        "max_new_tokens": config.max_new_tokens,
+        "alpha": s.alpha,
+        "alpha_per_token": s.alpha_per_token,
+        "tokens_per_pass": s.tokens_per_pass,
+        "c": s.c,
+        "spec_tokens": len(spec.tokens),
+        "spec_seconds": spec.seconds,
+        "spec_tokens_per_s": spec.tokens_per_s,
+        "spec_target_passes": s.target_passes,
+        "target_tokens": len(target.tokens),
+        "target_seconds": target.seconds,
+        "target_tokens_per_s": target.tokens_per_s,
+        "target_passes": len(target.tokens),
+        "speedup": spec.tokens_per_s / target.tokens_per_s if target.tokens_per_s else 0.0,
+        "greedy_match": greedy_match,
+    }
+
+
+def sweep(
+    pair, config: RunConfig, ks: list[int], temperatures: list[float]
+) -> Iterator[tuple[int, int, dict]]:
+    """Every (temperature, K) cell, each speculative run timed against one target-only baseline
+    per temperature (the baseline does not depend on K). Yields (cells done, cells, record)."""
+    ids = encode(pair, config)
+    done, total = 0, len(ks) * len(temperatures)
+    for temperature in temperatures:
+        base = replace(config, temperature=temperature)
+        target = last(run_target(pair, base, ids))
+        for k in ks:
+            cell = replace(base, k=k)
+            done += 1
+            yield done, total, record(cell, last(run_speculative(pair, cell, ids)), target)
+
+
+COMPARISON_ROWS = [
+    "Tokens/s",
+    "Wall time",
+    "Acceptance rate α",
+    "Tokens per target pass",
+    "Target passes (with prefill)",
+    "New tokens",
+]
+
+
+def comparison_markdown(
+    spec: SpecRun | None, target: TargetRun | None, finished: RunConfig | None = None
+) -> str:
+    """The side-by-side numbers, a run still to come showing dots; once both runs have
+    `finished` (under that config), a note on whether their tokens agree."""
+    speedup = "…"
+    if spec and target and target.tokens_per_s:
+        speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
+    rows = list(zip(COMPARISON_ROWS, _column(spec), _column(target), strict=True))
+    rows.insert(2, ("Speedup", speedup, "1×"))
+    lines = ["| | Speculative | Target alone |", "|---|---:|---:|"]
+    lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
+    if finished is not None:
+        lines += ["", same_tokens_note(spec.tokens, target.tokens, finished.temperature == 0)]
+    return "\n".join(lines)
+
+
+def _column(run: SpecRun | TargetRun | None) -> list[str]:
+    if run is None or not run.tokens:
+        return ["…"] * len(COMPARISON_ROWS)
+    n, timing = len(run.tokens), [f"{run.tokens_per_s:.1f}", f"{run.seconds:.2f} s"]
+    if isinstance(run, TargetRun):
+        return [*timing, "—", "1", f"{n}", f"{n}"]
+    s = run.stats
+    return [*timing, f"{s.alpha:.2f}", f"{s.tokens_per_pass:.2f}", f"{s.target_passes}", f"{n}"]
+
+
+def same_tokens_note(spec: list[int], target: list[int], greedy: bool) -> str:
+    if spec == target:
+        return "The two answers are identical, token for token."
+    n = common_prefix(spec, target)
+    tokens = f"{n} token{'' if n == 1 else 's'}"
+    if greedy:
+        return (
+            f"The greedy answers agree for {tokens}, then differ: rounding in the batched verify "
+            "pass can flip a near-tie (the **Is it exact?** tab shows where and why)."
+        )
+    return f"As two samples do, the answers agree for {tokens} and then go their own ways."
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )

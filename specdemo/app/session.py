@@ -1,0 +1,79 @@
+"""What one browser session accumulates: its recorded runs, the last answer's spans, its exports.
+
+A ``Session`` is plain picklable data that lives in a ``gr.State``; ``export`` writes its runs to
+CSV and JSON in the session's own temporary folder and ``discard`` removes that folder when
+Gradio expires the state. ``results_table`` is the runs as the table the app shows.
+"""
+
+import csv
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specdemo.app.config import DRAFTERS
+
+RESULT_COLUMNS = [
+    "run",
+    "K",
+    "T",
+    "drafter",
+    "α",
+    "tokens/pass",
+    "spec tok/s",
+    "target tok/s",
+    "speedup",
+    "c",
+]
+
+
+@dataclass
+class Session:
+    """A session's runs (``race.record`` rows), and where their exports are written."""
+
+    runs: list[dict] = field(default_factory=list)
+    spans: list[tuple[str, str]] = field(default_factory=list)  # the last speculative answer
+    folder: str | None = None
+
+
+def export(session: Session) -> tuple[str, str] | tuple[None, None]:
+    """The session's runs as results.csv and results.json in its own temp folder."""
+    if not session.runs:
+        return None, None
+    if session.folder is None or not Path(session.folder).is_dir():
+        session.folder = tempfile.mkdtemp(prefix="specdemo-")
+    folder = Path(session.folder)
+    rows = [{"run": i, **run} for i, run in enumerate(session.runs, 1)]
+    with open(folder / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / "results.json").write_text(json.dumps(rows, indent=1))
+    return str(folder / "results.csv"), str(folder / "results.json")
+
+
+def discard(session: Session | None) -> None:
+    """Remove a finished session's export folder (Gradio calls this when the state expires)."""
+    if session is not None and session.folder:
+        shutil.rmtree(session.folder, ignore_errors=True)
+
+
+def results_table(runs: list[dict]) -> list[list]:
+    """The session's runs as table rows, newest first (columns: RESULT_COLUMNS); c is blank
+    where the target-alone run was too short to time a plain step."""
+    return [
+        [
+            i,
+            r["k"],
+            r["temperature"],
+            DRAFTERS[r["drafter"]],
+            round(r["alpha"], 3),
+            round(r["tokens_per_pass"], 2),
+            round(r["spec_tokens_per_s"], 1),
+            round(r["target_tokens_per_s"], 1),
+            round(r["speedup"], 2),
+            "" if r["c"] is None else round(r["c"], 3),
+        ]
+        for i, r in reversed(list(enumerate(runs, 1)))
+    ]

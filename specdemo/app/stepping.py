@@ -1,0 +1,161 @@
+"""The step-through: one speculative round at a time on a growing context, explained.
+
+``step`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
+``gr.State``) and returns the grown state with the ``Round``; ``step_rows`` and ``step_markdown``
+turn that round into the table and the three plain-language notes the tab shows.
+"""
+
+import contextlib
+from dataclasses import dataclass, replace
+
+from specdemo.app.config import RunConfig, encode
+from specdemo.drafters import make_drafter
+from specdemo.engine import make_generator, speculative_generate
+from specdemo.lm import eos_ids
+from specdemo.records import Round
+from specdemo.render import round_spans
+from specdemo.text import Detokenizer, token_text
+
+STEP_LIMIT = 512  # new tokens in the step-through tab
+STEP_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u", "verdict"]
+
+
+@dataclass(frozen=True)
+class StepState:
+    """The step-through tab's context: token ids so far and their coloured text."""
+
+    prompt: str
+    system: str
+    context: tuple[int, ...]
+    prompt_len: int
+    spans: tuple[tuple[str, str], ...] = ()
+    steps: int = 0
+    finished: bool = False
+
+
+def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, Round]:
+    """One speculative round on the current context; a new prompt starts a new context."""
+    if state is None or (state.prompt, state.system) != (config.prompt, config.system):
+        ids = encode(pair, replace(config, max_new_tokens=STEP_LIMIT))
+        state = StepState(config.prompt, config.system, tuple(ids), len(ids))
+    if state.finished:
+        raise ValueError("The answer is finished (the target chose an end token): press Reset.")
+    if len(state.context) - state.prompt_len + config.k + 1 > STEP_LIMIT:
+        raise ValueError(f"Step-through stops after {STEP_LIMIT} new tokens: press Reset.")
+    device = pair.target.device
+    generator = make_generator(config.seed * 100_003 + state.steps, device)
+    drafter = make_drafter(
+        config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
+    )
+    rounds = speculative_generate(
+        pair.target,
+        drafter,
+        list(state.context),
+        k=config.k,
+        sampling=config.sampling,
+        max_new_tokens=config.k + 1,  # room for k drafts and the target's token
+        generator=generator,
+    )
+    with contextlib.closing(rounds):
+        r = next(rounds)
+    generated = list(state.context[state.prompt_len :])
+    detok = Detokenizer(pair.tokenizer, generated)
+    spans = round_spans(r, detok, show_rejected=True)
+    state = replace(
+        state,
+        context=state.context + tuple(r.tokens),
+        spans=state.spans + tuple(spans),
+        steps=state.steps + 1,
+        finished=any(t in eos_ids(pair.target) for t in r.tokens),
+    )
+    return state, r
+
+
+def step_rows(r: Round, tokenizer) -> list[list]:
+    """One row per draft position, then the target's own token (columns: STEP_COLUMNS)."""
+    rows = []
+    for i, token in enumerate(r.draft):
+        verdict = "accepted" if i < r.n_accepted else "rejected" if i == r.n_accepted else "—"
+        checked = i <= r.n_accepted
+        rows.append(
+            [
+                i + 1,
+                token_text(tokenizer, token),
+                round(r.q_x[i], 4),
+                round(r.p_x[i], 4),
+                round(r.accept_prob[i], 4),
+                round(r.u[i], 4) if checked else "",
+                verdict,
+            ]
+        )
+    verdict = "bonus (from p)" if r.bonus else "resampled (from the residual)"
+    rows.append([r.n_accepted + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
+    return rows
+
+
+def step_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str]:
+    """Plain-language notes on the round's three phases: draft, verify, accept/reject."""
+
+    def tok(token: int) -> str:
+        return f"`{token_text(tokenizer, token)}`"
+
+    drafts = ", ".join(tok(t) for t in r.draft)
+    if config.drafter == "lookup":
+        draft = (
+            f"Prompt lookup found the last few tokens earlier in the text and proposed the "
+            f"{r.k} that followed them: {drafts}. No model pass at all; a copied guess is "
+            "certain of itself, so q(x) = 1."
+            if r.k
+            else "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
+        )
+    else:
+        draft = (
+            f"The small draft model guessed {r.k} tokens one after another, each drawn from "
+            f"its own distribution q: {drafts}. Draft steps are cheap: {r.draft_steps} took "
+            f"{1000 * r.draft_time:.0f} ms."
+        )
+    verify = (
+        f"The big target model read the context plus all {r.k} guesses in **one** forward "
+        f"pass ({1000 * r.verify_time:.0f} ms). That pass gives the target's own distribution p "
+        f"at all {r.k + 1} positions at once — about the price of a single ordinary token."
+    )
+    greedy = config.temperature == 0
+    if greedy:
+        rule = (
+            "At temperature 0 both models are greedy: a guess is kept while it is the target's "
+            "top choice (p(x) = 1 in the table)."
+        )
+    else:
+        rule = (
+            "Left to right, guess x is kept when a uniform draw u is below min(1, p(x)/q(x)): "
+            "always if the target likes x at least as much as the draft did, else with "
+            "probability p/q."
+        )
+    i = r.n_accepted
+    if r.k == 0:
+        outcome = f"With no guesses, the target produced one token itself: {tok(r.next_token)}."
+    elif r.bonus:
+        outcome = (
+            f"All {r.k} guesses were kept, so the target's p at the next position gives a free "
+            f"**bonus** token, {tok(r.next_token)}: {r.k + 1} tokens from one target pass."
+        )
+    elif greedy:
+        outcome = (
+            f"Guess {i + 1}, {tok(r.draft[i])}, was not the target's top choice, so it was "
+            f"**rejected** with everything after it; the target's own choice "
+            f"{tok(r.next_token)} takes its place. This round: {i} kept + 1 = {i + 1} tokens."
+        )
+    else:
+        outcome = (
+            f"Guess {i + 1}, {tok(r.draft[i])}, had p = {r.p_x[i]:.3f} and q = {r.q_x[i]:.3f}; "
+            f"u = {r.u[i]:.3f} was not below {r.accept_prob[i]:.3f}, so it was **rejected** "
+            f"with everything after it. The target drew {tok(r.next_token)} from the residual "
+            "max(0, p − q), renormalised — the probability the draft under-proposed. That "
+            f"correction makes every token follow p exactly. This round: {i} kept + 1 = "
+            f"{i + 1} tokens."
+        )
+    return (
+        f"**1 · Draft.** {draft}",
+        f"**2 · Verify.** {verify}",
+        f"**3 · Accept or reject.** {rule} {outcome}",
+    )

@@ -1,0 +1,297 @@
+"""The Gradio app: ``build(pair)`` lays out one tab per lesson and wires events to ``handlers``.
+
+Nothing here computes: each tab builder returns its components by the names the handlers use
+(their parameters, and their ``*_OUTPUTS``), and ``wire`` binds the pair to each handler. Model
+work shares one queue slot ("model"), so runs never overlap on the device and each is timed alone.
+"""
+
+import functools
+import inspect
+
+import gradio as gr
+import torch
+
+from specdemo import models
+from specdemo.app import charts, handlers, race
+from specdemo.app.config import (
+    DEFAULTS,
+    DRAFTERS,
+    EXACT_DEFAULTS,
+    LIMITS,
+    STEP_DEFAULTS,
+    SWEEP_DEFAULTS,
+    load_examples,
+)
+from specdemo.app.session import RESULT_COLUMNS, Session, discard
+from specdemo.app.stepping import STEP_COLUMNS
+from specdemo.render import COLORS
+
+try:  # On Hugging Face Spaces with a GPU (ZeroGPU), GPU work runs inside spaces.GPU.
+    import spaces
+except ImportError:
+    spaces = None
+
+QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
+SPEC_COLORS = {label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected")}
+
+# HighlightedText has no per-label class; the frontend paints each token with its label's colour
+# as "rgba(r, g, b, 0.5)", so the rejected colour picks out rejected drafts.
+REJECTED_RGB = ", ".join(str(int(COLORS["rejected"][i : i + 2], 16)) for i in (1, 3, 5))
+CSS = """
+.token-pane .textfield { font-size: 1.2rem; line-height: 2.1; }
+.token-pane .token { margin: 0 1px; }
+.token-pane .text { white-space: pre-wrap; }
+.token-pane .token[style*="$rejected"] .text {
+  text-decoration: line-through; text-decoration-thickness: 2px; opacity: 0.75;
+}
+.token-pane .legend-item[style*="$rejected"] { text-decoration: line-through; }
+.phase { font-size: 1.05rem; }
+""".replace("$rejected", REJECTED_RGB)
+THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
+
+INTRO = (
+    "# Speculative decoding, made visible\n"
+    "A small **draft** model guesses K tokens; the big **target** model checks all of them in "
+    "one pass and keeps each guess with probability min(1, p/q). The answer follows the target "
+    "model exactly — it just arrives in fewer target passes."
+)
+EXACT_INTRO = (
+    "Draw the next token N times through the speculative accept/resample path and N times "
+    "straight from the target, and compare both with the target's exact probabilities. Below, "
+    "the greedy check runs both ways at temperature 0 and compares the token ids."
+)
+STEP_INTRO = (
+    "Run speculative decoding one round at a time: what the draft guessed, what the target "
+    "thought of each guess, and the coin flips that decided. Change the prompt to start over."
+)
+
+
+def on_gpu(fn, duration: int = 60):
+    """`fn` under spaces.GPU on a Space with a GPU; unchanged everywhere else."""
+    if spaces is None or not (models.zero_gpu() or torch.cuda.is_available()):
+        return fn
+    return spaces.GPU(duration=duration)(fn)
+
+
+# ---------------------------------------------------------------- components
+
+
+def slider(name: str, label: str, info: str | None = None, defaults=DEFAULTS, **kwargs):
+    """A slider over LIMITS[name], starting at defaults[name]."""
+    lo, hi = LIMITS[name]
+    kwargs = {"value": defaults[name], "step": 1, **kwargs}
+    return gr.Slider(lo, hi, label=label, info=info, **kwargs)
+
+
+def top_p_slider(defaults=DEFAULTS) -> gr.Slider:
+    return gr.Slider(0.05, 1.0, value=defaults["top_p"], step=0.05, label="Top-p", info="1 = off")
+
+
+def seed_box() -> gr.Number:
+    return gr.Number(DEFAULTS["seed"], label="Seed", precision=0, minimum=0)
+
+
+def drafter_radio() -> gr.Radio:
+    choices = [(label, value) for value, label in DRAFTERS.items()]
+    return gr.Radio(choices, value=DEFAULTS["drafter"], label="Drafter")
+
+
+def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
+    return gr.HighlightedText(
+        label=label,
+        color_map=color_map,
+        combine_adjacent=False,
+        show_legend=True,
+        elem_id=elem_id,
+        elem_classes="token-pane",
+    )
+
+
+# ---------------------------------------------------------------- tabs
+
+
+def generate_tab(first: str, examples: list[dict]) -> dict:
+    """The race, its charts and the sweep; components named as the handlers' parameters and
+    outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons."""
+    w = {}
+    with gr.Row():
+        with gr.Column():
+            w["prompt"] = gr.Textbox(first, label="Prompt", lines=5, max_lines=14)
+            with gr.Accordion("System prompt (optional)", open=False):
+                w["system"] = gr.Textbox(show_label=False, lines=2, placeholder="e.g. Be brief.")
+        with gr.Column():
+            with gr.Row():
+                w["k"] = slider("k", "K", "draft tokens per round", elem_id="k")
+                w["temperature"] = slider(
+                    "temperature", "Temperature", "0 = greedy", step=0.05, elem_id="temperature"
+                )
+            with gr.Row():
+                w["top_p"] = top_p_slider()
+                w["top_k"] = slider("top_k", "Top-k", "0 = off")
+            with gr.Row():
+                w["max_new_tokens"] = slider(
+                    "max_new_tokens", "Max new tokens", elem_id="max-new-tokens"
+                )
+                w["seed"] = seed_box()
+            w["drafter"] = drafter_radio()
+            with gr.Row():
+                w["adaptive"] = gr.Checkbox(DEFAULTS["adaptive"], label="Adaptive K")
+                w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
+    if examples:
+        gr.Examples(
+            [[e["prompt"], e.get("drafter", "model")] for e in examples],
+            inputs=[w["prompt"], w["drafter"]],
+            example_labels=[e.get("label", e["prompt"][:40]) for e in examples],
+            label="Example prompts",
+        )
+    with gr.Row():
+        w["run"] = gr.Button("Generate", variant="primary", elem_id="generate")
+        w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+    with gr.Row(equal_height=True):
+        w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_COLORS, "spec-pane")
+        w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")
+    with gr.Row():
+        w["comparison"] = gr.Markdown(race.comparison_markdown(None, None), elem_id="comparison")
+        gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
+    w["rounds_plot"] = gr.Plot(
+        charts.rounds_chart([], [], 1), show_label=False, elem_id="rounds-plot"
+    )
+    w["session_plot"] = gr.Plot(charts.session_chart([]), show_label=False, elem_id="session-plot")
+    with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
+        with gr.Row():
+            w["ks"] = gr.CheckboxGroup(
+                [1, 2, 3, 4, 6, 8, 12, 16], value=list(SWEEP_DEFAULTS["ks"]), label="K values"
+            )
+            w["temperatures"] = gr.CheckboxGroup(
+                [("0 (greedy)", 0.0), ("0.5", 0.5), ("1.0", 1.0), ("1.5", 1.5)],
+                value=list(SWEEP_DEFAULTS["temperatures"]),
+                label="Temperatures",
+            )
+        with gr.Row():
+            w["sweep"] = gr.Button("Sweep", variant="primary", elem_id="sweep")
+            w["csv_file"] = gr.DownloadButton("Download CSV", elem_id="download-csv")
+            w["json_file"] = gr.DownloadButton("Download JSON", elem_id="download-json")
+        w["results"] = gr.Dataframe(
+            headers=RESULT_COLUMNS, label="This session's runs", elem_id="results"
+        )
+    return w
+
+
+def exact_tab(first: str) -> dict:
+    """Histograms against the exact p, and the greedy check (EXACTNESS_OUTPUTS)."""
+    w = {}
+    gr.Markdown(EXACT_INTRO)
+    with gr.Row():
+        w["prompt"] = gr.Textbox(first, label="Prompt", lines=4)
+        with gr.Column():
+            with gr.Row():
+                w["temperature"] = slider(
+                    "temperature", "Temperature", defaults=EXACT_DEFAULTS, step=0.05
+                )
+                w["top_p"] = top_p_slider(EXACT_DEFAULTS)
+            with gr.Row():
+                w["k"] = slider("k", "K", "for the greedy check", defaults=EXACT_DEFAULTS)
+                w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
+            w["seed"] = seed_box()
+    w["check"] = gr.Button("Check", variant="primary", elem_id="check")
+    w["plot"] = gr.Plot(charts.placeholder("Histograms appear here"), show_label=False)
+    w["summary"] = gr.Markdown()
+    w["greedy"] = gr.Markdown()
+    with gr.Accordion("Raw numbers", open=False):
+        w["details"] = gr.JSON(show_label=False)
+    return w
+
+
+def step_tab(first: str) -> dict:
+    """One round at a time: the answer so far, three phase notes, the table, the chart."""
+    w = {}
+    gr.Markdown(STEP_INTRO)
+    with gr.Row():
+        w["prompt"] = gr.Textbox(first, label="Prompt", lines=4)
+        with gr.Column():
+            with gr.Row():
+                w["k"] = slider("k", "K", "draft tokens per round", defaults=STEP_DEFAULTS)
+                w["temperature"] = slider(
+                    "temperature", "Temperature", defaults=STEP_DEFAULTS, step=0.05
+                )
+            with gr.Row():
+                w["seed"] = seed_box()
+                w["drafter"] = drafter_radio()
+    with gr.Row():
+        w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
+        w["reset"] = gr.Button("Reset", elem_id="reset-step")
+    w["text"] = token_pane("The answer so far", SPEC_COLORS, "step-pane")
+    with gr.Row(equal_height=True):
+        for phase in ("draft", "verify", "accept"):
+            w[phase] = gr.Markdown(elem_classes="phase")
+    w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round")
+    w["plot"] = gr.Plot(charts.placeholder(handlers.STEP_PLACEHOLDER), show_label=False)
+    w["state"] = gr.State(None)
+    return w
+
+
+# ---------------------------------------------------------------- the app
+
+
+def build(pair) -> gr.Blocks:
+    """The app for a loaded pair, its queue configured; launch it with css=CSS, theme=THEME."""
+    examples = load_examples()
+    first = examples[0]["prompt"] if examples else "Write a Python function that adds two numbers."
+    with gr.Blocks(title="Speculative decoding, made visible", delete_cache=(3600, 3600)) as app:
+        gr.Markdown(INTRO)
+        gr.Markdown(handlers.model_markdown(pair.summary), elem_id="model-info")
+        session = gr.State(Session(), delete_callback=discard)
+        with gr.Tab("Generate"):
+            generate = {**generate_tab(first, examples), "session": session}
+        with gr.Tab("Is it exact?"):
+            exact = exact_tab(first)
+        with gr.Tab("Step through"):
+            step = step_tab(first)
+        wire(pair, generate, exact, step)
+    app.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
+    return app
+
+
+def wire(pair, generate: dict, exact: dict, step: dict) -> None:
+    """Each button to its handler with the pair bound, inputs and outputs picked by name."""
+    # Model work shares one queue slot. preprocess=False hands the values to config.parse_run as
+    # sent, so an API call outside the sliders' limits gets a message naming the field.
+    model = {"concurrency_id": "model", "concurrency_limit": 1, "preprocess": False}
+
+    def event(button, handler, widgets, outputs, api_name, duration=60):
+        return button.click(
+            on_gpu(functools.partial(handler, pair), duration),
+            _inputs(handler, widgets),
+            [widgets[name] for name in outputs],
+            api_name=api_name,
+            **model,
+        )
+
+    runs = [
+        event(generate["run"], handlers.generate, generate, handlers.GENERATE_OUTPUTS, "generate"),
+        event(generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep", 300),
+    ]
+    generate["stop"].click(None, cancels=runs, api_visibility="private")
+    generate["show_rejected"].change(
+        handlers.toggle_rejected,
+        [generate["show_rejected"], generate["session"]],
+        generate["spec_pane"],
+        concurrency_limit=None,
+        api_visibility="private",
+    )
+    event(exact["check"], handlers.exactness, exact, handlers.EXACTNESS_OUTPUTS, "exactness")
+    event(step["step"], handlers.step, step, handlers.STEP_OUTPUTS, "step")
+    step["reset"].click(
+        handlers.reset_step,
+        None,
+        [step[name] for name in handlers.STEP_OUTPUTS],
+        api_name="reset_step",
+        concurrency_limit=None,
+    )
+
+
+def _inputs(handler, widgets: dict) -> list:
+    """The widgets named by `handler`'s parameters after the pair, in order (Gradio supplies a
+    `progress` parameter itself)."""
+    names = list(inspect.signature(handler).parameters)[1:]
+    return [widgets[name] for name in names if name != "progress"]

@@ -1,0 +1,132 @@
+"""Validation of widget and API values: every bad value gets a message that names the field."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from specdemo.app.config import (
+    DEFAULTS,
+    MAX_PROMPT_CHARS,
+    encode,
+    parse_grid,
+    parse_run,
+    parse_samples,
+)
+from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
+from specdemo.models import build_tiny_tokenizer
+from specdemo.text import MAX_PROMPT_TOKENS
+
+PROMPT = "Write a Python function that checks whether a number is prime."
+VALID = {
+    "prompt": PROMPT,
+    "system": "",
+    "k": 4,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "max_new_tokens": 8,
+    "seed": 0,
+    "drafter": "model",
+    "adaptive": False,
+}
+BAD_INPUT = [
+    ({"prompt": ""}, "prompt is empty"),
+    ({"prompt": "  \n\t "}, "prompt is empty"),
+    ({"prompt": "\x00\x07\x1b"}, "prompt is empty"),
+    ({"prompt": None}, "prompt is empty"),
+    ({"prompt": 42}, "must be text"),
+    ({"prompt": "x" * (MAX_PROMPT_CHARS + 1)}, "too long"),
+    ({"k": 0}, "K must be between 1 and 16"),
+    ({"k": 17}, "K must be between 1 and 16"),
+    ({"k": 2.5}, "K must be a whole number"),
+    ({"k": "many"}, "K must be a number"),
+    ({"k": float("nan")}, "K must be a finite number"),
+    ({"k": None}, "K must be a number"),
+    ({"k": True}, "K must be a number"),
+    ({"temperature": -0.1}, "Temperature must be between 0.0 and 2.0"),
+    ({"temperature": 2.5}, "Temperature must be between 0.0 and 2.0"),
+    ({"temperature": float("nan")}, "Temperature must be a finite number"),
+    ({"temperature": "inf"}, "Temperature must be a finite number"),
+    ({"top_p": 0.0}, "Top-p must be above 0"),
+    ({"top_p": 1.5}, "Top-p must be above 0"),
+    ({"top_p": float("nan")}, "Top-p must be a finite number"),
+    ({"top_k": -1}, "Top-k must be between 1 and 200"),
+    ({"top_k": 500}, "Top-k must be between 1 and 200"),
+    ({"top_k": 3.5}, "Top-k must be a whole number"),
+    ({"max_new_tokens": 0}, "Max new tokens must be between 1 and 1024"),
+    ({"max_new_tokens": 10**6}, "Max new tokens must be between 1 and 1024"),
+    ({"max_new_tokens": "lots"}, "Max new tokens must be a number"),
+    ({"seed": -1}, "Seed must be between"),
+    ({"drafter": "oracle"}, "Drafter must be one of"),
+    ({"adaptive": "yes"}, "Adaptive K must be true or false"),
+]
+
+
+@pytest.mark.parametrize("changes, message", BAD_INPUT)
+def test_bad_input_gets_a_clear_message(changes, message):
+    with pytest.raises(ValueError, match=message):
+        parse_run(**{**VALID, **changes})
+
+
+def test_widget_defaults_are_the_library_defaults_in_widget_form():
+    config = parse_run(PROMPT)  # every other value at its widget default
+    assert (config.k, config.temperature, config.max_new_tokens, config.seed) == (
+        LIBRARY_DEFAULTS["k"],
+        LIBRARY_DEFAULTS["temperature"],
+        LIBRARY_DEFAULTS["max_new_tokens"],
+        LIBRARY_DEFAULTS["seed"],
+    )
+    assert (config.top_p, config.top_k) == (LIBRARY_DEFAULTS["top_p"], LIBRARY_DEFAULTS["top_k"])
+    assert (config.drafter, config.adaptive) == (
+        LIBRARY_DEFAULTS["drafter"],
+        LIBRARY_DEFAULTS["adaptive"],
+    )
+    assert parse_samples(DEFAULTS["n"]) == DEFAULTS["n"]
+
+
+def test_off_values_and_numeric_strings_are_accepted():
+    config = parse_run(PROMPT, k="3", temperature="0.5", top_p=1.0, top_k=0.0, seed=7.0)
+    assert (config.k, config.temperature, config.top_p, config.top_k, config.seed) == (
+        3,
+        0.5,
+        None,
+        None,
+        7,
+    )
+
+
+def test_control_characters_are_dropped_and_unicode_kept():
+    config = parse_run("a\x00b\x1b[31mc\r\n\td\u200b 😀 日本語 é\ud800\x7f")
+    assert config.prompt == "ab[31mc\n\td\u200b 😀 日本語 é"
+
+
+def test_sample_count_is_checked():
+    with pytest.raises(ValueError, match="N must be between"):
+        parse_samples(10)
+    assert parse_samples("500") == 500
+
+
+def test_sweep_grid_is_checked():
+    assert parse_grid([4, "2", 2], "0, 1.0") == ([2, 4], [0.0, 1.0])
+    with pytest.raises(ValueError, match="at least one K"):
+        parse_grid([], [1.0])
+    with pytest.raises(ValueError, match="K must be between"):
+        parse_grid([0], [1.0])
+    with pytest.raises(ValueError, match="Temperature must be a finite"):
+        parse_grid([1], [math.nan])
+    with pytest.raises(ValueError, match="at most 64 cells"):
+        parse_grid(list(range(1, 17)), [0.0, 0.5, 1.0, 1.5, 2.0])
+
+
+def test_prompt_over_the_token_cap_or_the_context_is_refused():
+    pair = SimpleNamespace(
+        tokenizer=build_tiny_tokenizer(),
+        target=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512)),
+    )
+    words = " ".join(f"w{i}" for i in range(MAX_PROMPT_TOKENS // 2))
+    with pytest.raises(ValueError, match="limit is 4,096"):
+        encode(pair, parse_run(words))
+    with pytest.raises(ValueError, match="does not fit the model's context of 512"):
+        encode(pair, parse_run("w " * 200, max_new_tokens=400))
+    assert encode(pair, parse_run("hi", max_new_tokens=400))

@@ -1,0 +1,115 @@
+"""The handlers called as plain functions on the tiny pair, as Gradio (or ZeroGPU) would."""
+
+import os
+import pickle
+
+import gradio as gr
+import pytest
+import torch
+from test_app_config import BAD_INPUT, PROMPT, VALID
+
+from specdemo.app import handlers
+from specdemo.app.session import Session, discard
+from specdemo.text import MAX_PROMPT_TOKENS
+
+SPEC_LABELS = {"accepted", "resampled", "bonus", "rejected"}
+
+
+def by_name(names, values) -> dict:
+    assert len(values) == len(names)
+    return dict(zip(names, values, strict=True))
+
+
+def plain(value) -> bool:
+    """No component and no tensor anywhere inside."""
+    if isinstance(value, (gr.components.Component, torch.Tensor)):
+        return False
+    if isinstance(value, dict):
+        return all(plain(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(plain(v) for v in value)
+    return True
+
+
+@pytest.mark.parametrize("changes, message", BAD_INPUT)
+def test_bad_input_becomes_a_message_for_the_user(pair, changes, message):
+    with pytest.raises(gr.Error, match=message):
+        next(handlers.generate(pair, **{**VALID, **changes}))
+
+
+def test_a_prompt_over_the_cap_is_refused_before_any_model_work(pair):
+    words = " ".join(f"w{i}" for i in range(MAX_PROMPT_TOKENS // 2))
+    with pytest.raises(gr.Error, match="limit is 4,096"):
+        handlers.exactness(pair, words)
+    with pytest.raises(gr.Error, match="limit is 4,096"):
+        next(handlers.sweep(pair, words))
+    with pytest.raises(gr.Error, match="N must be between"):
+        handlers.exactness(pair, PROMPT, n=10)
+
+
+def test_every_model_handler_yields_plain_picklable_values(pair):
+    """ZeroGPU pickles every value a handler returns or yields."""
+    outputs = [
+        *handlers.generate(pair, PROMPT),
+        *handlers.sweep(pair, PROMPT),
+        handlers.exactness(pair, PROMPT),
+        handlers.step(pair, PROMPT),
+        handlers.reset_step(),
+    ]
+    for values in outputs:
+        assert isinstance(values, (list, tuple)) and plain(values)
+        pickle.dumps(values)
+
+
+def test_generation_streams_coloured_spans_then_records_the_run(pair):
+    session = Session()
+    updates = [
+        by_name(handlers.GENERATE_OUTPUTS, u)
+        for u in handlers.generate(pair, **{**VALID, "max_new_tokens": 40}, session=session)
+    ]
+    skip = gr.skip()
+    spec_spans = [u["spec_pane"] for u in updates if u["spec_pane"] != skip][-1]
+    target_spans = [u["target_pane"] for u in updates if u["target_pane"] != skip][-1]
+    labels = {label for _, label in spec_spans}
+    assert labels <= SPEC_LABELS and "accepted" in labels
+    assert {label for _, label in target_spans} == {"target"}
+    assert all(u["session"] == skip for u in updates[:-1])
+    last = updates[-1]
+    assert "Speedup" in last["comparison"] and last["session"] is session
+    assert len(session.runs) == 1 and session.runs[0]["k"] == 4
+    assert open(last["csv_file"]).readline().startswith("run,k,temperature")
+    assert last["results"][0][1] == 4
+    assert all(label != "rejected" for _, label in handlers.toggle_rejected(False, session))
+    assert handlers.toggle_rejected(True, session) == session.spans == spec_spans
+    discard(session)
+    assert not os.path.exists(last["csv_file"])
+
+
+def test_sweep_records_each_cell_as_it_finishes(pair):
+    session = Session()
+    updates = list(
+        handlers.sweep(
+            pair, PROMPT, ks=[1, 2], temperatures="0, 1", max_new_tokens=16, session=session
+        )
+    )
+    assert [len(by_name(handlers.SWEEP_OUTPUTS, u)["results"]) for u in updates] == [1, 2, 3, 4]
+    assert len(session.runs) == 4
+    discard(session)
+
+
+def test_exactness_reports_histograms_and_the_greedy_check(pair):
+    plot, summary, greedy, details = handlers.exactness(pair, PROMPT, 1.0, 0.9, 4, 2000, 1)
+    assert "Total-variation" in summary and "identical" in greedy
+    assert details["greedy"]["identical"] is True and details["sampling"]["n"] == 2000
+    assert plot.data[0].name == "exact p"
+
+
+def test_step_keeps_its_context_until_reset(pair):
+    first = by_name(handlers.STEP_OUTPUTS, handlers.step(pair, PROMPT, 3, 1.0, 0, "model"))
+    second = handlers.step(pair, PROMPT, 3, 1.0, 0, "model", first["state"])
+    second = by_name(handlers.STEP_OUTPUTS, second)
+    assert len(second["state"].context) > len(first["state"].context)
+    assert second["text"][: len(first["text"])] == first["text"]
+    assert first["draft"].startswith("**1 · Draft.**") and first["table"][0][0] == 1
+    reset = by_name(handlers.STEP_OUTPUTS, handlers.reset_step())
+    assert reset["state"] is None and reset["text"] == []

@@ -1,0 +1,70 @@
+"""The race on the tiny pair: greedy agreement, both drafters, the recorded row, the sweep."""
+
+import pytest
+
+from specdemo.app import race
+from specdemo.app.config import encode, parse_run
+
+PROMPT = "Write a Python function that checks whether a number is prime."
+
+
+def test_greedy_speculative_equals_target_alone(pair):
+    config = parse_run(PROMPT, k=3, temperature=0, max_new_tokens=32)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    target = race.last(race.run_target(pair, config, ids))
+    assert spec.tokens == target.tokens
+    row = race.record(config, spec, target)
+    assert row["greedy_match"] is True and row["spec_target_passes"] < len(target.tokens)
+    assert "identical" in race.comparison_markdown(spec, target, config)
+
+
+def test_runs_grow_in_place_and_time_every_target_step(pair):
+    config = parse_run("a\x00b 😀 日本語", max_new_tokens=12)
+    ids = encode(pair, config)
+    sizes = [len(run.tokens) for run in race.run_speculative(pair, config, ids)]
+    assert sizes == sorted(sizes) and sizes[-1] == 12
+    target = race.last(race.run_target(pair, config, ids))
+    assert len(target.step_seconds) == len(target.tokens) == 12
+    assert target.seconds == pytest.approx(sum(target.step_seconds))
+
+
+def test_prompt_lookup_drafter_costs_no_draft_steps(pair):
+    config = parse_run(PROMPT + " " + PROMPT, k=4, drafter="lookup", max_new_tokens=16)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    assert len(spec.tokens) == 16 and spec.stats.draft_passes == 0
+    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
+    assert row["c"] == 0.0
+
+
+def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
+    config = parse_run(PROMPT)
+    spec = race.SpecRun(tokens=[1, 2])
+    spec.stats.draft_time, spec.stats.draft_passes = 0.3, 3  # t_draft = 0.1 s
+    target = race.TargetRun(tokens=[1, 2, 3, 4], step_seconds=[5.0, 0.1, 0.3, 0.2], seconds=5.6)
+    assert target.t_step == 0.2  # the first step holds the prompt's prefill
+    assert race.record(config, spec, target)["c"] == pytest.approx(0.5)
+    short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
+    assert short.t_step is None and race.record(config, spec, short)["c"] is None
+
+
+def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
+    config = parse_run(PROMPT, max_new_tokens=6)
+    cells = list(race.sweep(pair, config, [1, 3], [0.0, 1.0]))
+    assert [done for done, _, _ in cells] == [1, 2, 3, 4]
+    rows = [row for _, _, row in cells]
+    assert {(r["k"], r["temperature"]) for r in rows} == {(1, 0), (3, 0), (1, 1), (3, 1)}
+    assert all(r["speedup"] > 0 and r["c"] > 0 for r in rows)
+    assert rows[0]["target_seconds"] == rows[1]["target_seconds"]  # one baseline per temperature
+
+
+def test_comparison_shows_dots_until_a_run_has_tokens():
+    table = race.comparison_markdown(None, None)
+    assert "Speedup | … | 1×" in table and table.count("…") == 2 * len(race.COMPARISON_ROWS) + 1
+
+
+def test_same_tokens_note_names_where_the_answers_part():
+    assert "identical" in race.same_tokens_note([1, 2], [1, 2], greedy=True)
+    assert "agree for 1 token, then differ" in race.same_tokens_note([1, 2], [1, 3], greedy=True)
+    assert "agree for 2 tokens and then go" in race.same_tokens_note([1, 2, 3], [1, 2], False)

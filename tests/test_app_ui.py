@@ -1,0 +1,72 @@
+"""The built app: named endpoints on one model queue slot, wired to the handlers' outputs."""
+
+import functools
+
+import pytest
+import torch
+
+from specdemo.app import handlers, ui
+
+MODEL_ENDPOINTS = {"generate", "sweep", "exactness", "step"}
+
+
+@pytest.fixture(scope="module")
+def app(pair):
+    return ui.build(pair)
+
+
+def endpoints(app) -> dict:
+    return {f.api_name: f for f in app.fns.values() if f.api_name}
+
+
+def test_ui_builds_with_named_endpoints_on_one_model_slot(app):
+    found = endpoints(app)
+    assert MODEL_ENDPOINTS | {"reset_step"} <= set(found)
+    model_work = [found[name] for name in MODEL_ENDPOINTS]
+    assert {f.concurrency_id for f in model_work} == {"model"}
+    assert all(f.concurrency_limit == 1 and not f.preprocess for f in model_work)
+    assert app._queue.max_size == ui.QUEUE_SIZE
+
+
+def test_each_endpoint_is_its_handler_with_the_pair_bound(app):
+    found = endpoints(app)
+    for name, handler, outputs in [
+        ("generate", handlers.generate, handlers.GENERATE_OUTPUTS),
+        ("sweep", handlers.sweep, handlers.SWEEP_OUTPUTS),
+        ("exactness", handlers.exactness, handlers.EXACTNESS_OUTPUTS),
+        ("step", handlers.step, handlers.STEP_OUTPUTS),
+    ]:
+        fn = found[name].fn
+        assert isinstance(fn, functools.partial) and fn.func is handler
+        assert len(found[name].outputs) == len(outputs)
+    assert len(found["reset_step"].outputs) == len(handlers.STEP_OUTPUTS)
+    api = app.get_api_info()["named_endpoints"]
+    assert [p["parameter_name"] for p in api["/exactness"]["parameters"]] == [
+        "prompt",
+        "temperature",
+        "top_p",
+        "k",
+        "n",
+        "seed",
+    ]
+
+
+def test_gpu_work_runs_under_spaces_gpu_only_on_a_gpu_space(monkeypatch):
+    wrapped = []
+
+    def gpu(duration):
+        return lambda fn: wrapped.append((fn, duration)) or fn
+
+    def handler():
+        pass
+
+    monkeypatch.setattr(ui, "spaces", None)
+    assert ui.on_gpu(handler) is handler and not wrapped
+    monkeypatch.setattr(ui, "spaces", type("Spaces", (), {"GPU": staticmethod(gpu)}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    ui.on_gpu(handler)
+    assert not wrapped  # a CPU Space: runs locally, unchanged
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    ui.on_gpu(handler, duration=300)
+    assert wrapped == [(handler, 300)]

@@ -1,0 +1,75 @@
+"""The command line on the tiny pair: generate (text and JSON), bad input, and a small bench."""
+
+import json
+
+import pytest
+
+from specdemo import cli
+from specdemo.defaults import DEFAULTS
+
+TINY = ["--pair", "tiny", "--precision", "fp32", "--device", "cpu"]
+
+
+@pytest.fixture(autouse=True)
+def tiny_cache(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("SPECDEMO_CACHE", str(tmp_path_factory.getbasetemp() / "cli-cache"))
+
+
+def test_generate_json_reports_tokens_text_and_stats(capsys):
+    code = cli.main(["generate", "def is_prime(n):", "--max-new-tokens", "12", "--json", *TINY])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["tokens"]) == 12 and isinstance(out["text"], str)
+    stats = out["stats"]
+    assert stats["new_tokens"] == 12 and stats["k"] == DEFAULTS["k"]
+    assert 0 <= stats["alpha"] <= 1 and stats["t_draft"] > 0
+    assert out["models"]["pair"] == "tiny"
+
+
+def test_generate_streams_plain_text_and_a_summary_line(capsys):
+    code = cli.main(
+        ["generate", "Write a function.", "--k", "3", "--temperature", "0", "--max-new-tokens",
+         "10", *TINY]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "\x1b[" not in captured.out  # not a terminal: no colour codes
+    assert "10 tokens in" in captured.err and "draft step" in captured.err
+
+
+def test_cli_defaults_are_the_shared_defaults():
+    args = cli.build_parser().parse_args(["generate", "x"])
+    for name in ("k", "temperature", "top_k", "top_p", "seed", "max_new_tokens", "drafter"):
+        assert getattr(args, name) == DEFAULTS[name], name
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--k", "-1"], "k must be >= 0"),
+        (["--max-new-tokens", "-3"], "k must be >= 0 and max_new_tokens >= 0"),
+        (["--temperature", "-2"], "temperature must be in"),
+        (["--pair", "nope"], "unknown model pair"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, flags, message):
+    assert cli.main(["generate", "x", *TINY, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(f"error: {message}") and "Traceback" not in err
+
+
+def test_bench_writes_its_tables_with_step_costs(tmp_path, capsys):
+    out = tmp_path / "bench"
+    code = cli.main(
+        ["bench", *TINY, "--ks", "1", "2", "--temperatures", "0", "--sets", "code",
+         "--per-set", "1", "--max-new-tokens", "8", "--no-peer", "--out", str(out), "--json"]
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads((out / "bench.json").read_text())
+    costs = result["step_costs"]
+    assert costs["t_step"] > 0 and costs["t_draft"] > 0 and set(costs["t_verify"]) == {"1", "2"}
+    assert [(r["k"], r["temperature"]) for r in result["rows"]] == [(1, 0.0), (2, 0.0)]
+    row = result["rows"][0]
+    assert row["c"] == pytest.approx(costs["t_draft"] / costs["t_step"])
+    assert (out / "bench.md").read_text().startswith("| prompt_set")
+    assert json.loads(capsys.readouterr().out)["rows"] == result["rows"]

@@ -1,0 +1,61 @@
+"""Rounds to labelled spans and terminal colours, on hand-made rounds and a one-letter tokenizer."""
+
+from specdemo.records import Round
+from specdemo.render import ANSI, ansi, legend_ansi, round_spans
+from specdemo.text import Detokenizer
+
+LETTERS = "abcdefgh"
+
+
+class LetterTokenizer:
+    """Token i is the letter LETTERS[i]."""
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(LETTERS[i] for i in ids)
+
+
+def make_round(draft: list[int], n_accepted: int, next_token: int) -> Round:
+    k = len(draft)
+    return Round(
+        draft=draft,
+        n_accepted=n_accepted,
+        next_token=next_token,
+        p_x=[0.5] * k,
+        q_x=[0.5] * k,
+        accept_prob=[1.0] * k,
+        u=[0.1] * k,
+        residual_top=[(next_token, 1.0)],
+        tokens=draft[:n_accepted] + [next_token],
+        draft_time=0.0,
+        verify_time=0.0,
+        draft_steps=k,
+        finished=False,
+    )
+
+
+def test_a_rejection_shows_the_kept_drafts_the_loser_and_its_replacement():
+    r = make_round(draft=[0, 1, 2], n_accepted=1, next_token=3)  # kept a; b lost to d
+    spans = round_spans(r, Detokenizer(LetterTokenizer()))
+    assert spans == [("a", "accepted"), ("b", "rejected"), ("d", "resampled")]
+
+
+def test_a_fully_accepted_block_earns_a_bonus_token():
+    r = make_round(draft=[0, 1], n_accepted=2, next_token=4)
+    spans = round_spans(r, Detokenizer(LetterTokenizer()))
+    assert spans == [("a", "accepted"), ("b", "accepted"), ("e", "bonus")]
+
+
+def test_rejected_drafts_can_be_left_out_and_do_not_enter_the_text():
+    detok = Detokenizer(LetterTokenizer(), [5])
+    r = make_round(draft=[0, 1], n_accepted=0, next_token=2)
+    assert round_spans(r, detok, show_rejected=False) == [("c", "resampled")]
+    assert detok.ids == [5, 2] and detok.text == "fc"  # the loser was only peeked at
+    r = make_round(draft=[3], n_accepted=0, next_token=4)
+    assert round_spans(r, detok) == [("d", "rejected"), ("e", "resampled")]
+
+
+def test_ansi_colours_each_label_and_strikes_rejections():
+    text = ansi([("a", "accepted"), ("b", "rejected"), ("c", "target")])
+    assert text == "\x1b[32ma\x1b[0m\x1b[9;31mb\x1b[0m\x1b[0mc\x1b[0m"
+    assert ANSI["rejected"].startswith("9;")  # 9 is strike-through
+    assert all(f"\x1b[{ANSI[label]}m{label}" in legend_ansi() for label in ("accepted", "bonus"))
