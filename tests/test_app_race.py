@@ -4,6 +4,7 @@ import pytest
 
 from specdemo.app import race
 from specdemo.app.config import encode, parse_run
+from specdemo.theory import predicted_speedup
 
 PROMPT = "Write a Python function that checks whether a number is prime."
 
@@ -45,6 +46,7 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
     target = race.TargetRun(tokens=[1, 2, 3, 4], step_seconds=[5.0, 0.1, 0.3, 0.2], seconds=5.6)
     assert target.t_step == 0.2  # the first step holds the prompt's prefill
     assert race.record(config, spec, target)["c"] == pytest.approx(0.5)
+    assert race.record(config, spec, target)["predicted_speedup"] is None  # no verify at K ran
     short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
     assert short.t_step is None and race.record(config, spec, short)["c"] is None
 
@@ -68,3 +70,14 @@ def test_same_tokens_note_names_where_the_answers_part():
     assert "identical" in race.same_tokens_note([1, 2], [1, 2], greedy=True)
     assert "agree for 1 token, then differ" in race.same_tokens_note([1, 2], [1, 3], greedy=True)
     assert "agree for 2 tokens and then go" in race.same_tokens_note([1, 2, 3], [1, 2], False)
+
+
+def test_the_recorded_prediction_is_the_cost_model_on_the_runs_own_costs(pair):
+    config = parse_run(PROMPT, k=3, temperature=1.0, max_new_tokens=24)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
+    s = spec.stats
+    assert row["verify_cost"] == pytest.approx(s.t_verify[3] / row["t_step"])
+    expected = predicted_speedup(s.alpha_per_token, 3, row["t_step"], s.t_draft, s.t_verify[3])
+    assert row["predicted_speedup"] == pytest.approx(expected)

@@ -16,6 +16,7 @@ ROW = {
     "target_tokens_per_s": 20.0,
     "speedup": 1.5,
     "c": None,
+    "predicted_speedup": None,
 }
 
 
@@ -33,7 +34,7 @@ def test_export_writes_csv_and_json_then_discard_removes_them():
 
 
 def test_results_table_is_newest_first_with_c_blank_when_unknown():
-    table = results_table([ROW, {**ROW, "k": 2, "c": 0.25}])
+    table = results_table([ROW, {**ROW, "k": 2, "c": 0.25, "predicted_speedup": 1.234}])
     assert [row[0] for row in table] == [2, 1] and len(table[0]) == len(RESULT_COLUMNS)
     assert table[0][-1] == 0.25 and table[1][-1] == ""
     assert table[1][3] == "Prompt lookup"

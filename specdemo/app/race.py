@@ -151,6 +151,8 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
     s = spec.stats
     s.t_step = target.t_step
     greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
+    costs = s.costs()
+    measured = costs is not None and config.k in costs.t_verify  # a verify at the asked k ran
     return {
         "k": config.k,
         "temperature": config.temperature,
@@ -164,6 +166,12 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
         "alpha_per_token": s.alpha_per_token,
         "tokens_per_pass": s.tokens_per_pass,
         "c": s.c,
+        "t_step": s.t_step,
+        "t_draft": s.t_draft,
+        "t_verify": s.t_verify.get(config.k),
+        "verify_cost": costs.verify_cost(config.k) if measured else None,
+        # The bench's prediction (theory.StepCosts), from this run's own measured costs.
+        "predicted_speedup": costs.speedup(s.alpha_per_token, config.k) if measured else None,
         "spec_tokens": len(spec.tokens),
         "spec_seconds": spec.seconds,
         "spec_tokens_per_s": spec.tokens_per_s,

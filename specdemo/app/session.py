@@ -24,6 +24,7 @@ RESULT_COLUMNS = [
     "spec tok/s",
     "target tok/s",
     "speedup",
+    "predicted",
     "c",
 ]
 
@@ -60,8 +61,9 @@ def discard(session: Session | None) -> None:
 
 
 def results_table(runs: list[dict]) -> list[list]:
-    """The session's runs as table rows, newest first (columns: RESULT_COLUMNS); c is blank
-    where the target-alone run was too short to time a plain step."""
+    """The session's runs as table rows, newest first (columns: RESULT_COLUMNS). c and the
+    predicted speedup (``theory.StepCosts.speedup``) are blank where the target-alone run was
+    too short to time a plain step."""
     return [
         [
             i,
@@ -73,7 +75,12 @@ def results_table(runs: list[dict]) -> list[list]:
             round(r["spec_tokens_per_s"], 1),
             round(r["target_tokens_per_s"], 1),
             round(r["speedup"], 2),
-            "" if r["c"] is None else round(r["c"], 3),
+            _maybe(r["predicted_speedup"], 2),
+            _maybe(r["c"], 3),
         ]
         for i, r in reversed(list(enumerate(runs, 1)))
     ]
+
+
+def _maybe(value: float | None, digits: int) -> float | str:
+    return "" if value is None else round(value, digits)
