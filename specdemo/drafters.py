@@ -1,9 +1,11 @@
 """Drafters: who proposes the k tokens the target then verifies.
 
-A drafter has one method, ``propose(context, k) -> Proposal``: up to k tokens, their draft
-probabilities q (None for a deterministic proposal, whose q is one-hot) and the draft model
-steps it took. The context passed to successive calls only grows (a new generation gets a new
-drafter); a model drafter keeps its KV cache in step with it, and nothing outside touches it.
+A drafter has two methods: ``source(context)`` says who will propose after this context
+("model" or "lookup", so the engine can choose k at that source's cost), and
+``propose(context, k) -> Proposal`` returns up to k tokens, their draft probabilities q (None for
+a deterministic proposal, whose q is one-hot), the draft model steps it took and the source. The
+context passed to successive calls only grows (a new generation gets a new drafter); a model
+drafter keeps its KV cache in step with it, and nothing outside touches it.
 """
 
 from dataclasses import dataclass
@@ -26,9 +28,12 @@ class Proposal:
     tokens: torch.Tensor
     q: torch.Tensor | None
     steps: int = 0  # draft model forward passes spent on it
+    source: str = "model"  # "model" (q from the draft model) or "lookup" (copied, q one-hot)
 
 
 class Drafter(Protocol):
+    def source(self, context: list[int]) -> str: ...
+
     def propose(self, context: list[int], k: int) -> Proposal: ...
 
 
@@ -57,6 +62,9 @@ class ModelDrafter:
         self._cache = None
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)
+
+    def source(self, context: list[int]) -> str:
+        return "model"
 
     def _sync(self, context: list[int]) -> list[int]:
         """Crop the cache to its longest prefix of the context; return the tokens to feed."""
@@ -104,6 +112,9 @@ class LookupDrafter:
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, device: str | torch.device = "cpu"):
         self.max_ngram, self.min_ngram, self.device = max_ngram, min_ngram, device
 
+    def source(self, context: list[int]) -> str:
+        return "lookup"
+
     def propose(self, context: list[int], k: int) -> Proposal:
         n_ctx, follow = len(context), []
         for n in range(min(self.max_ngram, n_ctx - 1), self.min_ngram - 1, -1):
@@ -114,7 +125,8 @@ class LookupDrafter:
             if start is not None:
                 follow = context[start + n : start + n + k]
                 break
-        return Proposal(torch.tensor(follow, dtype=torch.long, device=self.device), None)
+        tokens = torch.tensor(follow, dtype=torch.long, device=self.device)
+        return Proposal(tokens, None, source="lookup")
 
 
 def auto_head_rows(draft) -> int | None:

@@ -16,7 +16,6 @@ from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.records import Result, Round, Stats, Step
 from specdemo.sampling import (
     SamplingConfig,
-    Verdict,
     check_tokens,
     logits_to_probs,
     next_token,
@@ -143,7 +142,8 @@ def speculative_generate(
     while True:
         clock.lap()  # the time the caller held the generator is not this round's
         # k drafts + 1 target token never need to exceed what is left to generate.
-        proposal = drafter.propose(context, min(k, stopper.room - 1))
+        k_asked = min(k, stopper.room - 1)
+        proposal = drafter.propose(context, k_asked)
         draft = proposal.tokens.tolist()
         check_draft(draft, vocab)
         draft_time = clock.lap()
@@ -151,31 +151,29 @@ def speculative_generate(
         verify_time = clock.lap()
         n = verdict.n_accepted
         tokens, finished = stopper.cut(draft[:n] + [verdict.next_token])
-        record = make_round(verdict, draft, tokens, draft_time, verify_time, proposal, finished)
+        record = Round(
+            draft=draft,
+            n_accepted=n,
+            next_token=verdict.next_token,
+            p_x=verdict.p_x,
+            q_x=verdict.q_x,
+            accept_prob=verdict.accept_prob,
+            u=verdict.u,
+            residual_top=top_tokens(verdict.next_dist),
+            tokens=tokens,
+            draft_time=draft_time,
+            verify_time=verify_time,
+            draft_steps=proposal.steps,
+            finished=finished,
+            k_asked=k_asked,
+            source=proposal.source,
+        )
         stats.add(record)
         stats.wall_time = clock.total()
         context += tokens
         yield record
         if finished:
             return
-
-
-def make_round(verdict: Verdict, draft, tokens, draft_time, verify_time, proposal, finished):
-    return Round(
-        draft=draft,
-        n_accepted=verdict.n_accepted,
-        next_token=verdict.next_token,
-        p_x=verdict.p_x,
-        q_x=verdict.q_x,
-        accept_prob=verdict.accept_prob,
-        u=verdict.u,
-        residual_top=top_tokens(verdict.next_dist),
-        tokens=tokens,
-        draft_time=draft_time,
-        verify_time=verify_time,
-        draft_steps=proposal.steps,
-        finished=finished,
-    )
 
 
 @torch.inference_mode()

@@ -29,6 +29,8 @@ class Round:
     verify_time: float
     draft_steps: int  # draft model forward passes (0 for prompt lookup)
     finished: bool
+    k_asked: int = 0  # the k the engine asked for (a drafter may propose fewer)
+    source: str = "model"  # who proposed every draft token of the round: "model" or "lookup"
 
     @property
     def k(self) -> int:
