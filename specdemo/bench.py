@@ -19,7 +19,8 @@ from tqdm import tqdm
 
 from specdemo.drafters import ModelDrafter, auto_head_rows, make_drafter
 from specdemo.engine import make_generator, speculative_generate
-from specdemo.lm import Stopwatch, cut_head, forward
+from specdemo.lm import Stopwatch, cut_head
+from specdemo.profile import measure_costs
 from specdemo.records import Stats
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
@@ -56,36 +57,21 @@ class ForwardTimer:
             h.remove()
 
 
-@torch.inference_mode()
-def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None, repeats=5) -> StepCosts:
-    """Median seconds of one target step, one draft step (as our drafter runs it, with its
-    head) and a (k+1)-token verify, at the prompt's context length with a warm cache."""
-
-    def timed(model, n_tokens: int, head=None) -> float:
-        _, cache = forward(model, input_ids, None)
-        clock, times = Stopwatch(model.device), []
-        for _ in range(repeats + 1):  # the first is a warm-up
-            clock.lap()
-            forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens, head=head)
-            times.append(clock.lap())
-            cache.crop(-n_tokens)
-        return statistics.median(times[1:])
-
+def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> StepCosts:
+    """profile.measure_costs at the prompt's context length, the draft step as our drafter
+    runs it (with its cut head)."""
     if head_rows == "auto":
         head_rows = auto_head_rows(pair.draft)
     head = cut_head(pair.draft, head_rows) if head_rows else None
-    return StepCosts(
-        t_step=timed(pair.target, 1),
-        t_draft=timed(pair.draft, 1, head),
-        t_verify={k: timed(pair.target, k + 1) for k in ks},
-    )
+    return measure_costs(pair.target, pair.draft, input_ids, ks, head)
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
-    """specdemo with the bench's drafter settings; returns the stats and the overhead share."""
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model"):
+    """specdemo with drafter `kind` and the bench's settings; returns the stats and the share
+    of wall time outside model forward passes."""
     generator = make_generator(seed, pair.target.device)
     drafter = make_drafter(
-        args.drafter,
+        kind,
         pair.draft,
         sampling,
         generator,
@@ -95,7 +81,8 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
     )
     stats = Stats()
     # The drafter may call the draft's base model and its own cut head instead of the whole model.
-    heads = [drafter.head] if isinstance(drafter, ModelDrafter) and drafter.head else []
+    model = getattr(drafter, "model_drafter", drafter)  # the draft-model half of a hybrid
+    heads = [model.head] if isinstance(model, ModelDrafter) and model.head else []
     timer = ForwardTimer(pair.target.device, pair.target, pair.draft, pair.draft.base_model, *heads)
     try:
         for _ in speculative_generate(
@@ -117,16 +104,19 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args):
 
 @torch.inference_mode()
 def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
-    """transformers generate: target alone, or assisted by the draft with a constant k."""
+    """transformers generate: target alone, or assisted by the draft with a constant k; for k
+    "auto", transformers' own dynamic choice (up to 20 drafts, stopped when the draft's
+    confidence falls below 0.4: the library's defaults)."""
     kwargs = dict(max_new_tokens=max_new_tokens, do_sample=not sampling.greedy)
     if not sampling.greedy:
         kwargs.update(
             temperature=sampling.temperature, top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0
         )
     if k is not None:
-        pair.draft.generation_config.num_assistant_tokens = k
-        pair.draft.generation_config.num_assistant_tokens_schedule = "constant"
-        pair.draft.generation_config.assistant_confidence_threshold = 0.0
+        config = pair.draft.generation_config
+        config.num_assistant_tokens = 20 if k == "auto" else k
+        config.num_assistant_tokens_schedule = "constant"
+        config.assistant_confidence_threshold = 0.4 if k == "auto" else 0.0
         kwargs["assistant_model"] = pair.draft
     ids = torch.tensor([input_ids], device=pair.target.device)
     torch.manual_seed(seed)
@@ -140,7 +130,8 @@ def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
 class Row:
     prompt_set: str
     temperature: float
-    k: int
+    drafter: str
+    k: int | str  # a fixed k, or "auto"
     baseline_tok_s: float
     peer_tok_s: float | None
     ours_tok_s: float
@@ -150,14 +141,15 @@ class Row:
     alpha: float  # accepted / drafted
     alpha_per_token: float  # accepted / (accepted + rejected): the formulas' alpha
     tokens_per_pass: float
-    c: float  # measured t_draft / t_step
-    verify_cost: float  # t_verify(k+1) / t_step
-    predicted: float  # from measured step costs
-    paper: float  # (1 - a^(k+1)) / ((1 - a)(c k + 1))
-    efficiency: float  # speedup / predicted
-    predicted_tpp: float  # the same, with the measured tokens per pass instead of the iid formula
-    efficiency_tpp: float  # speedup / predicted_tpp: what the loop loses to overhead
+    c: float  # measured t_draft / t_step (0 for prompt lookup)
     overhead: float  # share of wall time outside model forward passes
+    # The cost model's view, for a fixed k with one kind of draft (None for auto k and hybrid):
+    verify_cost: float | None = None  # t_verify(k+1) / t_step
+    predicted: float | None = None  # from measured step costs
+    paper: float | None = None  # (1 - a^(k+1)) / ((1 - a)(c k + 1))
+    efficiency: float | None = None  # speedup / predicted
+    predicted_tpp: float | None = None  # the same, with the measured tokens per pass
+    efficiency_tpp: float | None = None  # speedup / predicted_tpp: what the loop loses
 
 
 def median(values):
@@ -168,7 +160,7 @@ def median(values):
 def bench(pair, args, progress=True) -> dict:
     prompt_sets = json.loads(PROMPTS_FILE.read_text())
     quick = args.quick
-    ks = args.ks or ([2, 4] if quick else list(range(1, 9)))
+    ks = args.ks or ([2, 4, "auto"] if quick else [*range(1, 9), "auto"])
     temps = args.temperatures or ([0.0, 1.0] if quick else [0.0, 0.7, 1.0])
     names = args.sets or (["code", "prose"] if quick else ["code", "prose", "copy"])
     per_set = args.per_set or (2 if quick else None)
@@ -178,12 +170,12 @@ def bench(pair, args, progress=True) -> dict:
         name: [encode_prompt(pair.tokenizer, p) for p in prompts] for name, prompts in sets.items()
     }
     first = next(iter(encoded.values()))[0]
-    # Warm-up: one short run of each method, so lazy init stays out of the figures.
+    # Warm-up: one short run of each method (and the auto-k profile), so lazy init stays out.
     run_hf(pair, first, SamplingConfig(0.0), 8, 0)
-    run_ours(pair, first, 3, SamplingConfig(0.0), 8, 0, args)
-    costs = step_costs(pair, first, ks, args.draft_head_rows)
-    if args.drafter == "lookup":  # a prompt-lookup draft costs no model step
-        costs = dataclasses.replace(costs, t_draft=0.0)
+    for kind in args.drafter:
+        run_ours(pair, first, "auto" if "auto" in ks else 3, SamplingConfig(0.0), 8, 0, args, kind)
+    fixed = [k for k in ks if k != "auto"]
+    costs = step_costs(pair, first, fixed or [1], args.draft_head_rows)
 
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
     bar = tqdm(total=total, desc="bench", disable=not progress)
@@ -191,7 +183,7 @@ def bench(pair, args, progress=True) -> dict:
     for set_name, prompts in encoded.items():
         for temp in temps:
             sampling = SamplingConfig(temp)
-            per_k = {k: [] for k in ks}
+            cells = {(kind, k): [] for kind in args.drafter for k in ks}
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
@@ -202,41 +194,14 @@ def bench(pair, args, progress=True) -> dict:
                         if not args.no_peer:
                             n_p, t_p = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
-                        stats, overhead = run_ours(
-                            pair, ids, k, sampling, max_new_tokens, seed, args
-                        )
-                        per_k[k].append((base, peer, stats, overhead))
+                        for kind in args.drafter:
+                            stats, overhead = run_ours(
+                                pair, ids, k, sampling, max_new_tokens, seed, args, kind
+                            )
+                            cells[kind, k].append((base, peer, stats, overhead))
                     bar.update()
-            for k, runs in per_k.items():
-                alpha = median([s.alpha_per_token for _, _, s, _ in runs])
-                speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
-                tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
-                predicted = costs.speedup(min(alpha, 1.0), k)
-                predicted_tpp = costs.speedup_at(tpp, k)
-                rows.append(
-                    Row(
-                        prompt_set=set_name,
-                        temperature=temp,
-                        k=k,
-                        baseline_tok_s=median([b for b, _, _, _ in runs]),
-                        peer_tok_s=median([p for _, p, _, _ in runs]),
-                        ours_tok_s=median([s.tokens_per_s for _, _, s, _ in runs]),
-                        speedup=speedup,
-                        peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
-                        vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
-                        alpha=median([s.alpha for _, _, s, _ in runs]),
-                        alpha_per_token=alpha,
-                        tokens_per_pass=tpp,
-                        c=costs.c,
-                        verify_cost=costs.verify_cost(k),
-                        predicted=predicted,
-                        paper=expected_speedup(alpha, k, costs.c),
-                        efficiency=speedup / predicted if predicted else 0.0,
-                        predicted_tpp=predicted_tpp,
-                        efficiency_tpp=speedup / predicted_tpp,
-                        overhead=median([o for _, _, _, o in runs]),
-                    )
-                )
+            for (kind, k), runs in cells.items():
+                rows.append(row(set_name, temp, kind, k, runs, costs))
     bar.close()
     return {
         "machine": {
@@ -254,39 +219,99 @@ def bench(pair, args, progress=True) -> dict:
             "repeats": args.repeats,
             "draft_head_rows": args.draft_head_rows,
             "adaptive": args.adaptive,
-            "drafter": args.drafter,
+            "drafters": args.drafter,
         },
         "step_costs": asdict(costs),
         "rows": [asdict(r) for r in rows],
     }
 
 
-def markdown(result: dict) -> str:
-    cols = [
-        "prompt_set",
-        "temperature",
-        "k",
-        "baseline_tok_s",
-        "peer_tok_s",
-        "ours_tok_s",
-        "speedup",
-        "vs_peer",
-        "alpha",
-        "alpha_per_token",
-        "tokens_per_pass",
-        "c",
-        "verify_cost",
-        "predicted",
-        "paper",
-        "efficiency",
-        "predicted_tpp",
-        "efficiency_tpp",
-        "overhead",
-    ]
+def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) -> Row:
+    """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead)."""
+    alpha = median([s.alpha_per_token for _, _, s, _ in runs])
+    speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
+    tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
+    if kind == "lookup":  # a prompt-lookup draft costs no model step
+        costs = dataclasses.replace(costs, t_draft=0.0)
+    cell = Row(
+        prompt_set=set_name,
+        temperature=temp,
+        drafter=kind,
+        k=k,
+        baseline_tok_s=median([b for b, _, _, _ in runs]),
+        peer_tok_s=median([p for _, p, _, _ in runs]),
+        ours_tok_s=median([s.tokens_per_s for _, _, s, _ in runs]),
+        speedup=speedup,
+        peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
+        vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
+        alpha=median([s.alpha for _, _, s, _ in runs]),
+        alpha_per_token=alpha,
+        tokens_per_pass=tpp,
+        c=costs.c,
+        overhead=median([o for _, _, _, o in runs]),
+    )
+    if k == "auto" or kind == "hybrid":  # k or the draft's cost changes from round to round
+        return cell
+    predicted, predicted_tpp = costs.speedup(min(alpha, 1.0), k), costs.speedup_at(tpp, k)
+    return dataclasses.replace(
+        cell,
+        verify_cost=costs.verify_cost(k),
+        predicted=predicted,
+        paper=expected_speedup(alpha, k, costs.c),
+        efficiency=speedup / predicted if predicted else None,
+        predicted_tpp=predicted_tpp,
+        efficiency_tpp=speedup / predicted_tpp,
+    )
+
+
+def best_fixed_vs_auto(result: dict) -> list[dict]:
+    """Per prompt set, temperature and drafter: the best fixed k's speedup next to auto k's."""
+    groups = {}
+    for r in result["rows"]:
+        groups.setdefault((r["prompt_set"], r["temperature"], r["drafter"]), []).append(r)
+    summary = []
+    for (set_name, temp, kind), rows in groups.items():
+        fixed = [r for r in rows if r["k"] != "auto"]
+        auto = next((r for r in rows if r["k"] == "auto"), None)
+        best = max(fixed, key=lambda r: r["speedup"]) if fixed else None
+        summary.append(
+            {
+                "prompt_set": set_name,
+                "temperature": temp,
+                "drafter": kind,
+                "best_k": best["k"] if best else None,
+                "best_speedup": best["speedup"] if best else None,
+                "auto_speedup": auto["speedup"] if auto else None,
+                "auto_vs_peer": auto["vs_peer"] if auto else None,
+            }
+        )
+    return summary
+
+
+COLUMNS = [
+    "prompt_set", "temperature", "drafter", "k", "baseline_tok_s", "peer_tok_s", "ours_tok_s",
+    "speedup", "vs_peer", "alpha", "alpha_per_token", "tokens_per_pass", "c", "verify_cost",
+    "predicted", "paper", "efficiency", "predicted_tpp", "efficiency_tpp", "overhead",
+]  # fmt: skip
+
+
+def table(rows: list[dict], cols: list[str]) -> list[str]:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in result["rows"]:
-        cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols]
+    for r in rows:
+        cells = [
+            "—" if r[c] is None else f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c])
+            for c in cols
+        ]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def markdown(result: dict) -> str:
+    """Every cell, then per set the best fixed k next to automatic k."""
+    lines = table(result["rows"], COLUMNS)
+    summary = best_fixed_vs_auto(result)
+    if any(s["auto_speedup"] is not None for s in summary):
+        lines += ["", *table(summary, list(summary[0]))]
     return "\n".join(lines) + "\n"
 
 
@@ -297,7 +322,11 @@ def chart(result: dict):
     rows = result["rows"]
     for set_name in dict.fromkeys(r["prompt_set"] for r in rows):
         for temp in dict.fromkeys(r["temperature"] for r in rows):
-            sel = [r for r in rows if r["prompt_set"] == set_name and r["temperature"] == temp]
+            sel = [
+                r
+                for r in rows
+                if r["prompt_set"] == set_name and r["temperature"] == temp and r["k"] != "auto"
+            ]
             label = f"{set_name} T={temp:g}"
             fig.add_scatter(
                 x=[r["k"] for r in sel],
@@ -324,6 +353,7 @@ def main(pair, args) -> int:
     if args.self_draft:
         pair = dataclasses.replace(pair, draft=pair.target)
     result = bench(pair, args, progress=not args.json)
+    result["best_fixed_vs_auto"] = best_fixed_vs_auto(result)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=2))

@@ -48,7 +48,7 @@ def cmd_generate(args) -> int:
     from specdemo.text import Detokenizer, encode_prompt
 
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # checked before loading
-    if args.k < 0 or args.max_new_tokens < 0:
+    if (args.k != "auto" and args.k < 0) or args.max_new_tokens < 0:
         raise ValueError(
             f"k must be >= 0 and max_new_tokens >= 0, got {args.k}, {args.max_new_tokens}"
         )
@@ -122,7 +122,9 @@ def cmd_bench(args) -> int:
 
 def add_bench_args(parser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small grid, about 5 minutes")
-    parser.add_argument("--ks", type=int, nargs="+", help="default 1..8 (--quick: 2 4)")
+    parser.add_argument(
+        "--ks", type=k_value, nargs="+", help='k values, "auto" among them (--quick: 2 4 auto)'
+    )
     parser.add_argument(
         "--temperatures", type=float, nargs="+", help="default 0 0.7 1 (--quick: 0 1)"
     )
@@ -135,9 +137,10 @@ def add_bench_args(parser) -> None:
     parser.add_argument("--per-set", type=int, help="prompts per set (default all; --quick: 2)")
     parser.add_argument(
         "--drafter",
-        choices=["model", "lookup"],
-        default="model",
-        help="our drafter (the peer always uses the draft model)",
+        nargs="+",
+        choices=["model", "lookup", "hybrid"],
+        default=["model"],
+        help="our drafters, each run side by side (the peer always uses the draft model)",
     )
     parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
@@ -158,6 +161,11 @@ def add_bench_args(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
 
 
+def k_value(text: str) -> int | str:
+    """A --k value: a whole number or "auto"."""
+    return text if text == "auto" else int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m specdemo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -165,7 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="speculative generation in the terminal")
     gen.add_argument("prompt")
     gen.add_argument("--system", help="system prompt for chat models")
-    gen.add_argument("--k", type=int, default=DEFAULTS["k"], help="draft tokens per round")
+    gen.add_argument(
+        "--k",
+        type=k_value,
+        default=DEFAULTS["k"],
+        help='draft tokens per round, or "auto": chosen per round from measured costs',
+    )
     gen.add_argument(
         "--temperature", type=float, default=DEFAULTS["temperature"], help="0 means greedy"
     )
@@ -173,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=float, default=DEFAULTS["top_p"])
     gen.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS["max_new_tokens"])
-    gen.add_argument("--drafter", choices=["model", "lookup"], default=DEFAULTS["drafter"])
+    gen.add_argument(
+        "--drafter", choices=["model", "lookup", "hybrid"], default=DEFAULTS["drafter"]
+    )
     gen.add_argument(
         "--adaptive", action="store_true", help="stop drafting when the draft is unsure"
     )

@@ -11,8 +11,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specdemo.defaults import DEFAULTS
-from specdemo.drafters import Drafter, Proposal, make_drafter
+from specdemo.drafters import Drafter, ModelDrafter, Proposal, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
+from specdemo.policy import AutoK
+from specdemo.profile import costs_for
 from specdemo.records import Result, Round, Stats, Step
 from specdemo.sampling import (
     SamplingConfig,
@@ -107,7 +109,7 @@ def speculative_generate(
     drafter: Drafter,
     input_ids: list[int] | torch.Tensor,
     *,
-    k: int = DEFAULTS["k"],
+    k: int | str | AutoK = DEFAULTS["k"],
     sampling: SamplingConfig = DEFAULT_SAMPLING,
     max_new_tokens: int = DEFAULTS["max_new_tokens"],
     generator: torch.Generator | None = None,
@@ -119,16 +121,19 @@ def speculative_generate(
 
     The target's KV cache holds every token but the last emitted one; each round feeds that
     token plus the k drafts in one pass, giving p for k+1 positions, then crops the cache by
-    the k - n rejected drafts.
+    the k - n rejected drafts. `k` is a number of drafts per round, or "auto" or a policy
+    (``AutoK``) that chooses it before each round from the rounds so far.
     """
-    if k < 0:
+    k = resolve_k(k, target, drafter)
+    policy = k if isinstance(k, AutoK) else None
+    if policy is None and k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     context = as_list(input_ids)
     if not context:
         raise ValueError("input_ids must hold at least one token")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     stats = stats if stats is not None else Stats()
-    stats.k = k
+    stats.k = "auto" if policy else k
     if not max_new_tokens:
         return
     vocab = vocab_size(target)
@@ -142,7 +147,8 @@ def speculative_generate(
     while True:
         clock.lap()  # the time the caller held the generator is not this round's
         # k drafts + 1 target token never need to exceed what is left to generate.
-        k_asked = min(k, stopper.room - 1)
+        wanted = policy.choose(drafter.source(context)) if policy else k
+        k_asked = min(wanted, stopper.room - 1)
         proposal = drafter.propose(context, k_asked)
         draft = proposal.tokens.tolist()
         check_draft(draft, vocab)
@@ -169,6 +175,8 @@ def speculative_generate(
             source=proposal.source,
         )
         stats.add(record)
+        if policy:
+            policy.update(record)
         stats.wall_time = clock.total()
         context += tokens
         yield record
@@ -211,7 +219,7 @@ def generate(
     draft,
     input_ids,
     *,
-    k: int = DEFAULTS["k"],
+    k: int | str = DEFAULTS["k"],
     temperature: float = DEFAULTS["temperature"],
     top_k: int | None = DEFAULTS["top_k"],
     top_p: float | None = DEFAULTS["top_p"],
@@ -222,7 +230,9 @@ def generate(
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
 ) -> Result:
-    """Speculative generation in one call: the new token ids and the stats."""
+    """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
+    before each round (``policy.AutoK``) from step costs measured once per pair on this machine
+    (``profile.costs_for``)."""
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     generator = make_generator(seed, target.device)
     proposer = make_drafter(drafter, draft, sampling, generator, target.device, adaptive)
@@ -242,3 +252,18 @@ def generate(
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
+
+
+def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
+    """A fixed k or a policy as given; "auto" as an AutoK policy on this pair's step costs."""
+    if isinstance(k, AutoK):
+        return k
+    if k != "auto":
+        if isinstance(k, str) or isinstance(k, bool) or not isinstance(k, int):
+            raise ValueError(f'k must be a whole number >= 0 or "auto", got {k!r}')
+        return k
+    model = getattr(drafter, "model_drafter", drafter)  # a hybrid drafter drafts with a model too
+    if isinstance(model, ModelDrafter):
+        head_rows = model.head.weight.shape[0] if model.head is not None else None
+        return AutoK(costs_for(target, model.model, head_rows))
+    return AutoK(costs_for(target))

@@ -61,15 +61,25 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, flags, message):
 def test_bench_writes_its_tables_with_step_costs(tmp_path, capsys):
     out = tmp_path / "bench"
     code = cli.main(
-        ["bench", *TINY, "--ks", "1", "2", "--temperatures", "0", "--sets", "code",
-         "--per-set", "1", "--max-new-tokens", "8", "--no-peer", "--out", str(out), "--json"]
+        ["bench", *TINY, "--ks", "1", "2", "auto", "--temperatures", "0", "--sets", "code",
+         "--per-set", "1", "--max-new-tokens", "8", "--drafter", "model", "lookup", "--out",
+         str(out), "--json"]
     )  # fmt: skip
     assert code == 0
     result = json.loads((out / "bench.json").read_text())
     costs = result["step_costs"]
     assert costs["t_step"] > 0 and costs["t_draft"] > 0 and set(costs["t_verify"]) == {"1", "2"}
-    assert [(r["k"], r["temperature"]) for r in result["rows"]] == [(1, 0.0), (2, 0.0)]
+    cells = [(r["drafter"], r["k"]) for r in result["rows"]]
+    assert cells == [(d, k) for d in ("model", "lookup") for k in (1, 2, "auto")]
     row = result["rows"][0]
     assert row["c"] == pytest.approx(costs["t_draft"] / costs["t_step"])
-    assert (out / "bench.md").read_text().startswith("| prompt_set")
+    assert row["predicted"] > 0 and result["rows"][2]["predicted"] is None  # auto: no one k
+    assert result["rows"][3]["c"] == 0.0  # a lookup draft costs no model step
+    best = result["best_fixed_vs_auto"]
+    assert [(b["drafter"], b["best_k"] in (1, 2), b["auto_speedup"] > 0) for b in best] == [
+        ("model", True, True),
+        ("lookup", True, True),
+    ]
+    md = (out / "bench.md").read_text()
+    assert md.startswith("| prompt_set") and "| best_k |" in md
     assert json.loads(capsys.readouterr().out)["rows"] == result["rows"]

@@ -1,0 +1,74 @@
+"""policy.py: automatic K from measured step costs and per-position acceptance."""
+
+import pytest
+from conftest import BigramLM, toy_tables
+
+import specdemo
+from specdemo.policy import PROBE_EVERY, Acceptance, AutoK, expected_tokens
+from specdemo.records import Round
+from specdemo.theory import StepCosts, expected_tokens_per_pass
+
+# A GPU-like machine (verify nearly free, cheap draft) and a CPU-like one (verify grows with k).
+GPU = StepCosts(t_step=1.0, t_draft=0.05, t_verify={k: 1.0 + 0.01 * k for k in range(1, 9)})
+CPU = StepCosts(t_step=1.0, t_draft=0.4, t_verify={k: 1.0 + 0.15 * k for k in range(1, 9)})
+
+
+def fake_round(k: int, n_accepted: int, source: str = "model") -> Round:
+    return Round(
+        draft=[1] * k, n_accepted=n_accepted, next_token=2, p_x=[], q_x=[], accept_prob=[],
+        u=[], residual_top=[], tokens=[1] * n_accepted + [2], draft_time=0.0, verify_time=0.0,
+        draft_steps=k, finished=False, k_asked=k, source=source,
+    )  # fmt: skip
+
+
+def test_expected_tokens_reduces_to_the_iid_formula():
+    for alpha in (0.0, 0.5, 0.9):
+        for k in (0, 1, 4):
+            assert expected_tokens([alpha] * 8, k) == pytest.approx(
+                expected_tokens_per_pass(alpha, k)
+            )
+
+
+def test_acceptance_counts_only_positions_that_were_judged():
+    acc = Acceptance()
+    acc.add(k=4, n_accepted=1)  # position 1 kept, 2 rejected, 3 and 4 never judged
+    acc.add(k=2, n_accepted=2)  # both kept (a bonus round)
+    assert acc.judged == [2, 2] and acc.kept == [2, 1]
+
+
+def test_a_draft_that_is_always_right_on_a_gpu_drafts_long_blocks():
+    policy = AutoK(GPU)
+    for _ in range(30):
+        k = policy.choose("model")
+        policy.update(fake_round(k, k))
+    assert policy.choose("model") == 8
+
+
+def test_a_draft_that_is_always_wrong_falls_back_to_plain_steps_and_still_probes():
+    policy = AutoK(CPU)
+    chosen = []
+    for _ in range(40):
+        k = policy.choose("model")
+        chosen.append(k)
+        if k:
+            policy.update(fake_round(k, 0))
+    assert chosen[-PROBE_EVERY - 1 :].count(0) == PROBE_EVERY  # one probe in each PROBE_EVERY + 1
+    assert 1 in chosen[-PROBE_EVERY - 1 :] and chosen.count(0) > 25
+
+
+def test_costly_verify_keeps_k_short_and_free_lookup_drafts_go_longer():
+    policy = AutoK(CPU)
+    for _ in range(30):
+        policy.update(fake_round(3, 2))  # a_1 = a_2 = 1, a_3 = 0
+        policy.update(fake_round(3, 3, "lookup"))
+    assert 1 <= policy.choose("model") <= 3
+    assert policy.choose("lookup") >= policy.choose("model")
+
+
+def test_auto_is_the_default_and_records_the_k_of_every_round():
+    table, close = toy_tables(6, closeness=0.1)
+    result = specdemo.generate(BigramLM(table), BigramLM(close), [0], max_new_tokens=40)
+    assert result.stats.k == "auto"
+    assert all(0 <= r.k_asked <= 8 and r.k <= r.k_asked for r in result.rounds)
+    with pytest.raises(ValueError, match='"auto"'):
+        specdemo.generate(BigramLM(table), BigramLM(close), [0], k="fast")
