@@ -1,20 +1,30 @@
 """specdemo: speculative decoding with exact acceptance sampling, made visible."""
 
 from specdemo.defaults import DEFAULTS
-from specdemo.drafters import Drafter, LookupDrafter, ModelDrafter, Proposal, make_drafter
+from specdemo.drafters import (
+    Drafter,
+    HybridDrafter,
+    LookupDrafter,
+    ModelDrafter,
+    Proposal,
+    make_drafter,
+)
 from specdemo.engine import (
     autoregressive_generate,
     generate,
     make_generator,
     speculative_generate,
 )
+from specdemo.policy import AutoK
 from specdemo.records import Result, Round, Stats, Step
 from specdemo.sampling import SamplingConfig
 from specdemo.theory import StepCosts
 
 __all__ = [
     "DEFAULTS",
+    "AutoK",
     "Drafter",
+    "HybridDrafter",
     "LookupDrafter",
     "ModelDrafter",
     "Proposal",

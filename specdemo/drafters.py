@@ -5,7 +5,8 @@ A drafter has two methods: ``source(context)`` says who will propose after this 
 ``propose(context, k) -> Proposal`` returns up to k tokens, their draft probabilities q (None for
 a deterministic proposal, whose q is one-hot), the draft model steps it took and the source. The
 context passed to successive calls only grows (a new generation gets a new drafter); a model
-drafter keeps its KV cache in step with it, and nothing outside touches it.
+drafter keeps its KV cache in step with it, and nothing outside touches it. Three drafters: the
+draft model, prompt lookup (an n-gram index grown with the context) and the hybrid of the two.
 """
 
 from dataclasses import dataclass
@@ -105,28 +106,93 @@ class ModelDrafter:
         return Proposal(draft, torch.cat(qs) if qs else None, steps=len(tokens))
 
 
+class NgramIndex:
+    """Where each n-gram (min_ngram <= n <= max_ngram) of the context last ended, kept up to date
+    as the context grows: each new token costs one dict update per n, and a lookup is one dict
+    read per n, whatever the context's length.
+
+    The n-grams ending at the context's last token are left out of the index until the next token
+    arrives, so what a lookup finds is always an earlier occurrence, never the suffix itself. A
+    context that does not extend the indexed one (a new generation) is indexed from scratch.
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self._tokens: list[int] = []  # the context indexed so far
+        self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> end (exclusive) of its latest
+
+    def update(self, context: list[int]) -> None:
+        """Index the tokens appended since the last call."""
+        seen = len(self._tokens)
+        # One comparison in C (about 10 us at 4,096 tokens) lets a reused index notice a new
+        # generation instead of answering from another text.
+        if len(context) < seen or context[:seen] != self._tokens:
+            self._tokens, self._ends, seen = [], {}, 0
+        tokens = self._tokens
+        tokens += context[seen:]
+        # n-grams ending at `end`, for each end not yet indexed but the last (see the docstring).
+        for end in range(max(seen, 1), len(tokens)):
+            for n in range(self.min_ngram, min(self.max_ngram, end) + 1):
+                self._ends[tuple(tokens[end - n : end])] = end
+
+    def find(self, context: list[int]) -> tuple[int, int] | None:
+        """(n, end) for the longest suffix n-gram of the context that occurred earlier, `end`
+        being where its latest earlier occurrence ended; None when there is none."""
+        self.update(context)
+        for n in range(min(self.max_ngram, len(context) - 1), self.min_ngram - 1, -1):
+            end = self._ends.get(tuple(context[len(context) - n :]))
+            if end is not None:
+                return n, end
+        return None
+
+
 class LookupDrafter:
-    """Prompt lookup: find the latest earlier occurrence of the context's last n-gram and
-    propose what followed it. Zero model cost; a deterministic draft (q is one-hot)."""
+    """Prompt lookup: find the latest earlier occurrence of the context's last n-gram, longest n
+    first, and propose what followed it. Zero model cost; a deterministic draft (q is one-hot)."""
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, device: str | torch.device = "cpu"):
         self.max_ngram, self.min_ngram, self.device = max_ngram, min_ngram, device
+        self.index = NgramIndex(max_ngram, min_ngram)
 
     def source(self, context: list[int]) -> str:
         return "lookup"
 
     def propose(self, context: list[int], k: int) -> Proposal:
-        n_ctx, follow = len(context), []
-        for n in range(min(self.max_ngram, n_ctx - 1), self.min_ngram - 1, -1):
-            tail = context[n_ctx - n :]
-            start = next(
-                (s for s in range(n_ctx - n - 1, -1, -1) if context[s : s + n] == tail), None
-            )  # latest match first
-            if start is not None:
-                follow = context[start + n : start + n + k]
-                break
+        match = self.index.find(context)
+        follow = context[match[1] : match[1] + k] if match else []
         tokens = torch.tensor(follow, dtype=torch.long, device=self.device)
         return Proposal(tokens, None, source="lookup")
+
+
+# The hybrid copies only after a match of 3 or more tokens: in a 150k-token vocabulary one or two
+# tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's
+# guess. Measured once with the embedded pair's tokenizer on this repository's docs and code: of a
+# 4-token copy, 0.3-0.4 tokens match the text on average after a match of exactly 1 token,
+# 0.5-0.7 after exactly 2 and 1.1-1.3 after 3, while the draft model keeps 2.3-2.5 of 4 on code
+# (tokens per pass at k = 4, docs/BENCHMARKS.md). A copy saves the draft steps, so a shorter
+# match would pay only where those are dear (high c).
+HYBRID_MIN_NGRAM = 3
+
+
+class HybridDrafter:
+    """Prompt lookup when the context's last n-gram occurred before, else the draft model.
+
+    A lookup round leaves the draft model untouched: its next round feeds it whatever of the
+    context it has not seen (``ModelDrafter._sync``), so its KV cache stays in step.
+    """
+
+    def __init__(self, model_drafter: ModelDrafter, lookup: LookupDrafter):
+        self.model_drafter, self.lookup = model_drafter, lookup
+
+    def source(self, context: list[int]) -> str:
+        return "lookup" if self.lookup.index.find(context) else "model"
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        if self.source(context) == "lookup":
+            return self.lookup.propose(context, k)
+        return self.model_drafter.propose(context, k)
 
 
 def auto_head_rows(draft) -> int | None:
@@ -137,21 +203,23 @@ def auto_head_rows(draft) -> int | None:
 def make_drafter(
     kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False, head_rows="auto"
 ):
-    """A drafter by name ("model" or "lookup"). `generator` draws the draft's samples; on a
-    draft that sits on another device than the generator, a generator there seeded from it.
-    head_rows: "auto" (``auto_head_rows``), a row count, or None / 0 for the full head."""
-    if kind == "model":
-        if draft is None:
-            raise ValueError('drafter="model" needs a draft model')
-        if head_rows == "auto":
-            head_rows = auto_head_rows(draft)
-        if generator is not None and torch.device(generator.device) != draft.device:
-            # One generator per device: draws on the draft's device need a generator there.
-            seed = generator.initial_seed() + 1
-            generator = torch.Generator(device=draft.device).manual_seed(seed)
-        return ModelDrafter(
-            draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None
-        )
+    """A drafter by name: "model", "lookup" or "hybrid" (lookup, else the model; `HybridDrafter`).
+    `generator` draws the draft's samples; on a draft that sits on another device than the
+    generator, a generator there seeded from it. head_rows: "auto" (``auto_head_rows``), a row
+    count, or None / 0 for the full head."""
     if kind == "lookup":
         return LookupDrafter(device=device)
-    raise ValueError(f'drafter must be "model" or "lookup", got {kind!r}')
+    if kind not in ("model", "hybrid"):
+        raise ValueError(f'drafter must be "model", "lookup" or "hybrid", got {kind!r}')
+    if draft is None:
+        raise ValueError(f'drafter="{kind}" needs a draft model')
+    if head_rows == "auto":
+        head_rows = auto_head_rows(draft)
+    if generator is not None and torch.device(generator.device) != draft.device:
+        # One generator per device: draws on the draft's device need a generator there.
+        seed = generator.initial_seed() + 1
+        generator = torch.Generator(device=draft.device).manual_seed(seed)
+    model = ModelDrafter(draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None)
+    if kind == "model":
+        return model
+    return HybridDrafter(model, LookupDrafter(min_ngram=HYBRID_MIN_NGRAM, device=device))

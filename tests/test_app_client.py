@@ -22,6 +22,7 @@ GENERATE = {
     "prompt": PROMPT,
     "system": "",
     "k": 4,
+    "auto_k": False,
     "temperature": 1.0,
     "top_p": 1.0,
     "top_k": 0,
@@ -195,7 +196,7 @@ def test_bad_exactness_input_comes_back_as_a_clear_error(shared_client):
 
 def test_nan_is_refused_with_a_message(url):
     """gradio_client cannot send NaN (strict JSON), but a raw HTTP caller can."""
-    values = [PROMPT, "", 4, float("nan"), 1.0, 0, 8, 0, "model", False, True]
+    values = [PROMPT, "", 4, False, float("nan"), 1.0, 0, 8, 0, "model", False, True]
     body = json.dumps({"data": values})  # Python writes the NaN literal
     with httpx.Client(base_url=url, timeout=30) as http:
         event = http.post(

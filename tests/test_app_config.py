@@ -4,17 +4,23 @@ import math
 from types import SimpleNamespace
 
 import pytest
+import torch
+from conftest import ToyLM
 
 from specdemo.app.config import (
     DEFAULTS,
+    DRAFTERS,
     MAX_PROMPT_CHARS,
     encode,
+    load_examples,
     parse_grid,
     parse_run,
     parse_samples,
 )
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
+from specdemo.drafters import make_drafter
 from specdemo.models import build_tiny_tokenizer
+from specdemo.sampling import SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS
 
 PROMPT = "Write a Python function that checks whether a number is prime."
@@ -29,6 +35,7 @@ VALID = {
     "seed": 0,
     "drafter": "model",
     "adaptive": False,
+    "auto_k": False,
 }
 BAD_INPUT = [
     ({"prompt": ""}, "prompt is empty"),
@@ -60,7 +67,16 @@ BAD_INPUT = [
     ({"seed": -1}, "Seed must be between"),
     ({"drafter": "oracle"}, "Drafter must be one of"),
     ({"adaptive": "yes"}, "Adaptive K must be true or false"),
+    ({"auto_k": "yes"}, "Auto K must be true or false"),
+    ({"k": "automatic"}, "K must be a number"),
 ]
+
+
+def test_k_is_a_number_or_auto():
+    assert parse_run(PROMPT, k=" Auto ").k == "auto"
+    assert parse_run(PROMPT, k=3, auto_k=True).k == "auto"  # the box wins over the slider
+    assert parse_run(PROMPT, k=3, auto_k=False).k == 3
+    assert parse_grid(["auto", 4, "2"], [1.0]) == ([2, 4, "auto"], [1.0])
 
 
 @pytest.mark.parametrize("changes, message", BAD_INPUT)
@@ -70,7 +86,8 @@ def test_bad_input_gets_a_clear_message(changes, message):
 
 
 def test_widget_defaults_are_the_library_defaults_in_widget_form():
-    config = parse_run(PROMPT)  # every other value at its widget default
+    # every other value at its widget default; the Auto K box is what says "auto"
+    config = parse_run(PROMPT, auto_k=DEFAULTS["auto_k"])
     assert (config.k, config.temperature, config.max_new_tokens, config.seed) == (
         LIBRARY_DEFAULTS["k"],
         LIBRARY_DEFAULTS["temperature"],
@@ -83,6 +100,14 @@ def test_widget_defaults_are_the_library_defaults_in_widget_form():
         LIBRARY_DEFAULTS["adaptive"],
     )
     assert parse_samples(DEFAULTS["n"]) == DEFAULTS["n"]
+
+
+def test_every_drafter_the_app_offers_is_one_the_library_makes():
+    assert set(DRAFTERS) == {"model", "lookup", "hybrid"}
+    for name in DRAFTERS:
+        assert parse_run(PROMPT, k=4, drafter=name).drafter == name
+        assert make_drafter(name, ToyLM(torch.zeros(4, 4)), SamplingConfig(1.0), None, "cpu")
+    assert {e["drafter"] for e in load_examples()} == set(DRAFTERS)  # an example for each
 
 
 def test_off_values_and_numeric_strings_are_accepted():

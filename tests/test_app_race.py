@@ -81,3 +81,13 @@ def test_the_recorded_prediction_is_the_cost_model_on_the_runs_own_costs(pair):
     assert row["verify_cost"] == pytest.approx(s.t_verify[3] / row["t_step"])
     expected = predicted_speedup(s.alpha_per_token, 3, row["t_step"], s.t_draft, s.t_verify[3])
     assert row["predicted_speedup"] == pytest.approx(expected)
+
+
+def test_auto_k_runs_record_the_mean_k_they_chose(pair):
+    config = parse_run(PROMPT, auto_k=True, temperature=1.0, max_new_tokens=24)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
+    assert row["k"] == "auto" and row["mean_k"] == pytest.approx(sum(spec.asked) / len(spec.asked))
+    assert row["predicted_speedup"] is None  # one formula needs one k
+    assert "Mean K per round" in race.comparison_markdown(spec, None)

@@ -108,6 +108,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
 
 def test_stop_cancels_a_run_mid_way(page):
     set_slider(page, "max-new-tokens", 1024)
+    page.get_by_label("Auto K", exact=False).uncheck()
     set_slider(page, "k", 1)
     set_slider(page, "temperature", 0)
     page.click("#generate")

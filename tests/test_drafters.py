@@ -1,11 +1,35 @@
-"""drafters.py: prompt lookup, adaptive k, cache rollback and the reduced draft head."""
+"""drafters.py: prompt lookup and its index, the hybrid, adaptive k, cache rollback and the
+reduced draft head."""
 
+import random
+
+import pytest
 import torch
 from conftest import ToyLM, tiny_model, toy_tables
 
 import specdemo
-from specdemo.drafters import AUTO_HEAD_ROWS, LookupDrafter, ModelDrafter, make_drafter
+from specdemo.drafters import (
+    AUTO_HEAD_ROWS,
+    HYBRID_MIN_NGRAM,
+    HybridDrafter,
+    LookupDrafter,
+    ModelDrafter,
+    NgramIndex,
+    make_drafter,
+)
+from specdemo.engine import make_generator, speculative_generate
 from specdemo.sampling import SamplingConfig
+
+
+def reference_lookup(context: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Prompt lookup by a plain scan: longest n first, latest earlier occurrence first."""
+    n_ctx = len(context)
+    for n in range(min(max_ngram, n_ctx - 1), min_ngram - 1, -1):
+        tail = context[n_ctx - n :]
+        for start in range(n_ctx - n - 1, -1, -1):
+            if context[start : start + n] == tail:
+                return context[start + n : start + n + k]
+    return []
 
 
 def test_lookup_proposes_what_followed_the_latest_match():
@@ -14,6 +38,39 @@ def test_lookup_proposes_what_followed_the_latest_match():
     assert proposal.q is None and proposal.tokens.tolist() == [9, 4, 5]  # latest "5 6": 9 4 5
     assert proposal.steps == 0
     assert drafter.propose([1, 2, 3], k=3).tokens.numel() == 0  # no match, no draft
+
+
+@pytest.mark.parametrize("max_ngram, min_ngram", [(3, 1), (3, 3), (4, 2), (1, 1)])
+def test_lookup_index_matches_a_plain_scan_as_the_context_grows(max_ngram, min_ngram):
+    """Random contexts over 1-5 token ids (so repeats and self-overlapping matches abound), grown
+    one token or one accepted block at a time, from a single token; one drafter per generation,
+    and one reused across generations and shown other texts now and then, which must notice and
+    start over."""
+    rng = random.Random(max_ngram * 10 + min_ngram)
+    reused = LookupDrafter(max_ngram, min_ngram)
+    for _ in range(150):
+        fresh = LookupDrafter(max_ngram, min_ngram)
+        vocab = rng.randint(1, 5)
+        context = [rng.randrange(vocab)]
+        while len(context) < 40:
+            k = rng.randint(0, 6)
+            expected = reference_lookup(context, k, max_ngram, min_ngram)
+            for drafter in (fresh, reused):
+                assert drafter.propose(context, k).tokens.tolist() == expected, context
+            if rng.random() < 0.2:  # another text of the same length: the reused one starts over
+                other = list(context)
+                other[rng.randrange(len(other))] = rng.randrange(vocab + 1)
+                expected = reference_lookup(other, k, max_ngram, min_ngram)
+                assert reused.propose(other, k).tokens.tolist() == expected, other
+            context = context + [rng.randrange(vocab) for _ in range(rng.choice([1, 1, 2, 5]))]
+
+
+def test_lookup_index_starts_over_on_a_context_that_does_not_extend_it():
+    index = NgramIndex(max_ngram=2, min_ngram=2)
+    assert index.find([1, 2, 3, 1, 2]) == (2, 2)  # "1 2" ended at 2 before the suffix
+    assert index.find([4, 2, 3, 1, 2]) is None  # same length, another text: no stale "1 2"
+    assert index.find([9, 9, 9]) == (2, 2)  # shorter: rebuilt
+    assert index.find([9, 9, 9, 5, 9, 9]) == (2, 3)  # grown: the latest "9 9" before the suffix
 
 
 def test_lookup_copies_a_rewrite_prompt():
@@ -115,3 +172,70 @@ def test_a_draft_on_another_device_gets_its_own_generator(tiny_qwen):
     drafter = make_drafter("model", tiny_qwen, SamplingConfig(1.0), CudaGenerator(), "cuda")
     assert isinstance(drafter.generator, torch.Generator)
     assert drafter.generator.device == tiny_qwen.device and drafter.generator.initial_seed() == 6
+
+
+def test_hybrid_copies_after_a_long_enough_match_else_asks_the_model():
+    draft = ToyLM(toy_tables(8)[1])
+    drafter = make_drafter("hybrid", draft, SamplingConfig(1.0), torch.Generator(), "cpu")
+    assert isinstance(drafter, HybridDrafter) and HYBRID_MIN_NGRAM == 3
+    assert drafter.lookup.index.min_ngram == HYBRID_MIN_NGRAM
+    repeats = [1, 2, 3, 4, 5, 1, 2, 3]  # "1 2 3" occurred before: copy what followed
+    assert drafter.source(repeats) == "lookup"
+    copied = drafter.propose(repeats, k=3)
+    assert (copied.tokens.tolist(), copied.q, copied.steps, copied.source) == (
+        [4, 5, 1], None, 0, "lookup",
+    )  # fmt: skip
+    only_two = [1, 2, 3, 4, 5, 6, 2, 3]  # "2 3" repeats, but a 2-token match does not count
+    assert drafter.source(only_two) == "model"
+    guessed = drafter.propose(only_two, k=3)
+    assert guessed.source == "model" and guessed.steps == 3 and guessed.q.shape == (3, 8)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        make_drafter("hybrid", None, SamplingConfig(1.0), None, "cpu")
+
+
+class Spy:
+    """Passes a drafter's proposals on, keeping each with the context and generator state that
+    produced it."""
+
+    def __init__(self, drafter, generator):
+        self.drafter, self.generator, self.seen = drafter, generator, []
+
+    def source(self, context):
+        return self.drafter.source(context)
+
+    def propose(self, context, k):
+        state = self.generator.get_state()
+        proposal = self.drafter.propose(context, k)
+        self.seen.append((list(context), k, state, proposal))
+        return proposal
+
+
+def test_hybrid_keeps_the_draft_cache_in_step_through_lookup_rounds():
+    """After rounds whose copied tokens the draft model never saw, its proposal is the one a fresh
+    draft model makes on the same context with the same random state, and its cache holds
+    exactly that context: the draft is history-dependent, so a stale cache would show."""
+    target_table, draft_table = toy_tables(4, seed=3)
+    mix, draft_mix = toy_tables(4, seed=4)
+    target, draft = ToyLM(target_table, mix=2.5 * mix), ToyLM(draft_table, mix=2.5 * draft_mix)
+    sampling = SamplingConfig(1.0)
+    g = make_generator(0, "cpu")
+    spy = Spy(make_drafter("hybrid", draft, sampling, g, "cpu"), g)
+    prompt = [0, 1, 2, 3, 0, 2, 1, 3]
+    rounds = list(speculative_generate(target, spy, prompt, k=3, sampling=sampling,
+                                       max_new_tokens=120, generator=g))  # fmt: skip
+    sources = [r.source for r in rounds]
+    assert [p.source for *_, p in spy.seen] == sources
+    model_after_lookup = 0
+    for i, (context, k, state, proposal) in enumerate(spy.seen):
+        if proposal.source == "lookup":
+            assert proposal.q is None and proposal.steps == 0
+            continue
+        fresh = ModelDrafter(draft, sampling, torch.Generator().set_state(state))
+        expected = fresh.propose(context, k)
+        assert proposal.tokens.tolist() == expected.tokens.tolist()
+        assert torch.equal(proposal.q, expected.q)
+        model_after_lookup += i > 0 and sources[i - 1] == "lookup"
+        last_model = context + proposal.tokens[:-1].tolist()
+    # Lookup rounds never touch the draft's cache: it holds what the last model round left.
+    assert spy.drafter.model_drafter._cache.tokens == last_model
+    assert model_after_lookup >= 3, sources

@@ -7,6 +7,7 @@ power): accepting every draft, resampling from p instead of the residual, and a 
 that keeps one rejected draft.
 """
 
+import collections
 import functools
 
 import pytest
@@ -15,9 +16,11 @@ from conftest import ToyLM, toy_tables
 from scipy.stats import chisquare
 
 from specdemo import engine, sampling
-from specdemo.drafters import LookupDrafter, ModelDrafter
+from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
+from specdemo.policy import AutoK
 from specdemo.sampling import SamplingConfig, logits_to_probs
+from specdemo.theory import StepCosts
 
 N_DRAWS = 20_000
 
@@ -66,7 +69,7 @@ def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0):
             target,
             make(config, generator),
             prompt,
-            k=k,
+            k=k() if callable(k) else k,
             sampling=config,
             max_new_tokens=length,
             generator=generator,
@@ -101,6 +104,10 @@ def model_drafter(draft: ToyLM, **kwargs):
 
 def lookup_drafter(config, g):
     return LookupDrafter()
+
+
+def hybrid_drafter(draft: ToyLM):
+    return lambda config, g: make_drafter("hybrid", draft, config, g, "cpu")
 
 
 T6, CLOSE6 = toy_tables(6, closeness=0.3, seed=0)
@@ -200,6 +207,26 @@ CASES = {
         SamplingConfig(1.0),
         5,
     ),
+    # Hybrid: the prompt ends in a 3-gram seen before, so the first round copies (q one-hot), and
+    # later rounds mix copies and draft-model samples (see test_hybrid_cases_use_both_sources).
+    "k4-t1-hybrid": (
+        ToyLM(T4),
+        hybrid_drafter(ToyLM(CLOSE4)),
+        [0, 1, 2, 3, 0, 2, 1, 0, 1, 2],
+        4,
+        SamplingConfig(1.0),
+        5,
+    ),
+    # Automatic K with the hybrid drafter: k changes from round to round with the acceptance
+    # seen so far (a fresh policy per generation; costs where k = 0, 1 and 2 all get chosen).
+    "auto-t0.7-topp-far-hybrid": (
+        ToyLM(T6),
+        hybrid_drafter(ToyLM(FAR6)),
+        [0, 4, 5, 2, 1, 3, 0, 4, 5],
+        lambda: AutoK(StepCosts(1.0, 0.1, {k: 1.0 + 0.15 * k for k in range(1, 9)})),
+        SamplingConfig(0.7, top_p=0.9),
+        5,
+    ),
 }
 
 
@@ -217,6 +244,8 @@ def test_speculative_samples_match_target_distribution(name):
 def test_cases_run_their_full_k_and_hit_eos_inside_accepted_blocks():
     """The suite exercises what it names: full-K first rounds, and EOS inside a kept block."""
     for name, (target, make, prompt, k, config, length) in CASES.items():
+        if callable(k):
+            continue  # automatic K: see test_automatic_k_varies_k
         g = make_generator(0, "cpu")
         first = next(speculative_generate(target, make(config, g), prompt, k=k, sampling=config,
                                           max_new_tokens=length, generator=g))  # fmt: skip
@@ -230,6 +259,32 @@ def test_cases_run_their_full_k_and_hit_eos_inside_accepted_blocks():
         last = rounds[-1]
         cut_inside += last.tokens[-1] == 3 and len(last.tokens) <= last.n_accepted
     assert cut_inside > 10
+
+
+def test_automatic_k_varies_k():
+    target, make, prompt, k, config, length = CASES["auto-t0.7-topp-far-hybrid"]
+    g = make_generator(0, "cpu")
+    asked = collections.Counter()
+    for _ in range(200):
+        for r in speculative_generate(target, make(config, g), prompt, k=k(), sampling=config,
+                                      max_new_tokens=length, generator=g):  # fmt: skip
+            asked[r.k_asked] += 1
+    assert len([k for k, n in asked.items() if n > 20]) >= 3, asked  # 0 (a plain step) too
+
+
+def test_hybrid_cases_use_both_sources():
+    """Each hybrid case drafts from both sources, and some of both kinds of draft are kept."""
+    for name in [n for n in CASES if n.endswith("hybrid")]:
+        target, make, prompt, k, config, length = CASES[name]
+        g = make_generator(0, "cpu")
+        drafted, kept = collections.Counter(), collections.Counter()
+        for _ in range(200):
+            k_ = k() if callable(k) else k
+            for r in speculative_generate(target, make(config, g), prompt, k=k_, sampling=config,
+                                          max_new_tokens=length, generator=g):  # fmt: skip
+                drafted[r.source] += r.k
+                kept[r.source] += r.n_accepted
+        assert min(kept["model"], kept["lookup"]) > 20, (name, drafted, kept)
 
 
 def always_accept(p_x, q_x):

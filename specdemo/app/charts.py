@@ -41,8 +41,9 @@ def placeholder(text: str, height: int = 380) -> go.Figure:
     return _layout(fig, "", height)
 
 
-def rounds_chart(accepted: list[int], drafted: list[int], k: int) -> go.Figure:
-    """This run: drafts accepted in each round (bars) and the running acceptance rate (line)."""
+def rounds_chart(accepted: list[int], drafted: list[int]) -> go.Figure:
+    """This run: drafts proposed and accepted in each round (bars; with auto K the proposed bar
+    shows the K chosen) and the running acceptance rate (line)."""
     if not accepted:
         return placeholder("Accepted drafts per round appear here during a run")
     rounds = list(range(1, len(accepted) + 1))
@@ -51,6 +52,10 @@ def rounds_chart(accepted: list[int], drafted: list[int], k: int) -> go.Figure:
         kept, tried = kept + a, tried + d
         running.append(kept / tried if tried else None)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(
+        go.Bar(x=rounds, y=drafted, name="drafts proposed", marker_color="#d1d5db"),
+        secondary_y=False,
+    )
     fig.add_trace(
         go.Bar(x=rounds, y=accepted, name="drafts accepted", marker_color=COLORS["accepted"]),
         secondary_y=False,
@@ -66,9 +71,11 @@ def rounds_chart(accepted: list[int], drafted: list[int], k: int) -> go.Figure:
         secondary_y=True,
     )
     fig.update_xaxes(title_text="round (one target pass)")
-    fig.update_yaxes(title_text="accepted", range=[0, k + 0.3], secondary_y=False)
+    fig.update_yaxes(title_text="drafts", range=[0, max(drafted) + 0.3], secondary_y=False)
     fig.update_yaxes(title_text="α so far", range=[0, 1.05], secondary_y=True, showgrid=False)
-    return _layout(fig, "This run, round by round")
+    fig = _layout(fig, "This run, round by round")
+    fig.update_layout(barmode="overlay")
+    return fig
 
 
 def session_chart(runs: list[dict]) -> go.Figure:
@@ -87,12 +94,12 @@ def session_chart(runs: list[dict]) -> go.Figure:
     )
     for i, ((drafter, adaptive, temperature), group) in enumerate(sorted(groups.items())):
         color = PALETTE[i % len(PALETTE)]
-        name = f"T={temperature:g}" + (" lookup" if drafter == "lookup" else "")
+        name = f"T={temperature:g}" + ("" if drafter == "model" else f" {drafter}")
         name += " adaptive" if adaptive else ""
         by_k = defaultdict(list)
         for r in group:
             by_k[r["k"]].append(r)
-        ks = sorted(by_k)
+        ks = sorted(k for k in by_k if k != "auto")
         alphas = [mean(r["alpha"] for r in by_k[k]) for k in ks]
         speedups = [mean(r["speedup"] for r in by_k[k]) for k in ks]
         line = {"color": color, "width": 3}
@@ -102,6 +109,22 @@ def session_chart(runs: list[dict]) -> go.Figure:
         fig.add_trace(
             go.Scatter(x=ks, y=speedups, name=name, showlegend=False, **common), row=1, col=2
         )
+        # Auto-K runs sit at the mean K they chose, as stars.
+        auto = by_k.get("auto", [])
+        star = {"mode": "markers", "marker": {**marker, "size": 18, "symbol": "star"}}
+        for col, key in ((1, "alpha"), (2, "speedup")) if auto else ():
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["mean_k"] for r in auto],
+                    y=[r[key] for r in auto],
+                    name=f"{name} auto K (at its mean K)",
+                    showlegend=col == 1,
+                    legendgroup=name,
+                    **star,
+                ),
+                row=1,
+                col=col,
+            )
         # The formula's α is the per-draft acceptance probability; accepted/drafted (plotted on
         # the left) is lower, since drafts after a rejection are never judged. c is None for a
         # run whose target-alone baseline was too short to time a plain step.

@@ -29,8 +29,11 @@ LIMITS = {
 }
 # The library's defaults as widget values: a widget has no None, so top_p = 1.0 and top_k = 0 say
 # "off" (parse_run maps them back). `n` is the app's own: the exactness tab's sample count.
+# K is a slider and an "Auto K" box: auto_k says whether K is chosen per round, k is the fixed K.
 DEFAULTS = {
     **LIBRARY_DEFAULTS,
+    "k": 5 if LIBRARY_DEFAULTS["k"] == "auto" else LIBRARY_DEFAULTS["k"],
+    "auto_k": LIBRARY_DEFAULTS["k"] == "auto",
     "top_p": LIBRARY_DEFAULTS["top_p"] or 1.0,
     "top_k": LIBRARY_DEFAULTS["top_k"] or 0,
     "n": 20_000,
@@ -38,8 +41,12 @@ DEFAULTS = {
 # The other tabs start where their lesson shows best: sampling at T = 1; K = 4 to step through.
 EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0}
 STEP_DEFAULTS = {**DEFAULTS, "k": 4, "temperature": 1.0}
-SWEEP_DEFAULTS = {"ks": (1, 2, 4, 8), "temperatures": (0.0, 1.0)}
-DRAFTERS = {"model": "Draft model", "lookup": "Prompt lookup"}
+SWEEP_DEFAULTS = {"ks": (1, 2, 4, "auto"), "temperatures": (0.0, 1.0)}
+DRAFTERS = {
+    "model": "Draft model",
+    "lookup": "Prompt lookup",
+    "hybrid": "Hybrid: lookup, else draft model",
+}
 MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # refuse before tokenizing megabytes
 MAX_SWEEP_CELLS = 64
 
@@ -50,7 +57,7 @@ class RunConfig:
 
     prompt: str
     system: str = ""
-    k: int = DEFAULTS["k"]
+    k: int | str = DEFAULTS["k"]  # a fixed K, or "auto" (chosen before each round)
     temperature: float = DEFAULTS["temperature"]
     top_p: float | None = LIBRARY_DEFAULTS["top_p"]
     top_k: int | None = LIBRARY_DEFAULTS["top_k"]
@@ -62,7 +69,8 @@ class RunConfig:
     def __post_init__(self):
         if not self.prompt.strip():
             raise ValueError("The prompt is empty: type a question or pick an example.")
-        _check_range("K", self.k, *LIMITS["k"])
+        if self.k != "auto":
+            _check_range("K", self.k, *LIMITS["k"])
         _check_range("Temperature", self.temperature, *LIMITS["temperature"])
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"Top-p must be above 0 and at most 1, got {self.top_p}.")
@@ -89,18 +97,21 @@ def parse_run(
     seed=DEFAULTS["seed"],
     drafter=DEFAULTS["drafter"],
     adaptive=DEFAULTS["adaptive"],
+    auto_k=False,
 ) -> RunConfig:
     """Raw widget values (or anything an API caller sends) -> RunConfig, or a clear ValueError.
 
-    Top-p 1 and top-k 0 mean "off"; control characters other than newline and tab are dropped.
+    Top-p 1 and top-k 0 mean "off"; K is "auto" when `auto_k` is set or K itself says "auto";
+    control characters other than newline and tab are dropped.
     """
-    if not isinstance(adaptive, bool) and adaptive is not None:
-        raise ValueError(f"Adaptive K must be true or false, got {adaptive!r}.")
+    for name, flag in (("Adaptive K", adaptive), ("Auto K", auto_k)):
+        if not isinstance(flag, bool) and flag is not None:
+            raise ValueError(f"{name} must be true or false, got {flag!r}.")
     top_p, top_k = _number("Top-p", top_p), _number("Top-k", top_k, integer=True)
     return RunConfig(
         prompt=clean_text(prompt, "prompt"),
         system=clean_text(system, "system prompt"),
-        k=_number("K", k, integer=True),
+        k="auto" if auto_k else _k(k),
         temperature=_number("Temperature", temperature),
         top_p=None if top_p == 1.0 else top_p,
         top_k=None if top_k == 0 else top_k,
@@ -120,12 +131,14 @@ def parse_samples(n) -> int:
 
 def parse_grid(ks, temperatures) -> tuple[list[int], list[float]]:
     """The sweep's K values and temperatures: lists, or comma-separated text from the API."""
-    ks = sorted({_number("K", k, integer=True) for k in _items(ks)})
+    ks = {_k(k) for k in _items(ks)}
+    ks = sorted(k for k in ks if k != "auto") + ["auto"] * ("auto" in ks)
     temperatures = sorted({_number("Temperature", t) for t in _items(temperatures)})
     if not ks or not temperatures:
         raise ValueError("Pick at least one K and one temperature for the sweep.")
     for k in ks:
-        _check_range("K", k, *LIMITS["k"])
+        if k != "auto":
+            _check_range("K", k, *LIMITS["k"])
     for t in temperatures:
         _check_range("Temperature", t, *LIMITS["temperature"])
     if len(ks) * len(temperatures) > MAX_SWEEP_CELLS:
@@ -189,6 +202,13 @@ def _number(name: str, value, integer: bool = False) -> int | float:
             raise ValueError(f"{name} must be a whole number, got {value}.")
         return int(value)
     return float(value)
+
+
+def _k(value) -> int | str:
+    """A K: a whole number, or "auto"."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _number("K", value, integer=True)
 
 
 def _check_range(name: str, value, lo, hi) -> None:

@@ -60,16 +60,17 @@ def throttled(iterator, seconds: float = STREAM_EVERY):
 
 
 def generate(
-    pair, prompt, system="", k=DEFAULTS["k"], temperature=DEFAULTS["temperature"],
-    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
-    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    show_rejected=True, session=None,
+    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
+    temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"], show_rejected=True, session=None,
 ):  # fmt: skip
     """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS)."""
     with user_errors():
         config = parse_run(
-            prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive
-        )
+            prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
+            auto_k,
+        )  # fmt: skip
         ids = encode(pair, config)
     session = Session() if session is None else session
     unchanged = [gr.skip()] * len(SESSION_OUTPUTS)
@@ -78,7 +79,7 @@ def generate(
         session.spans = list(spec.spans)
         chart = gr.skip()
         if done or time.perf_counter() - charted > CHART_EVERY:
-            chart = charts.rounds_chart(spec.accepted, spec.drafted, config.k)
+            chart = charts.rounds_chart(spec.accepted, spec.drafted)
             charted = time.perf_counter()
         spans = race.visible_spans(session.spans, show_rejected)
         yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
@@ -90,7 +91,7 @@ def generate(
         race.visible_spans(session.spans, show_rejected),
         list(target.spans),
         race.comparison_markdown(spec, target, config),
-        charts.rounds_chart(spec.accepted, spec.drafted, config.k),
+        charts.rounds_chart(spec.accepted, spec.drafted),
         *session_outputs(session),
     ]
 

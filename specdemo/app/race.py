@@ -36,6 +36,7 @@ class SpecRun:
     tokens: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)  # per round
     drafted: list[int] = field(default_factory=list)  # per round (k, or fewer)
+    asked: list[int] = field(default_factory=list)  # per round: the K chosen (or fixed)
     seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
 
     @property
@@ -102,6 +103,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         run.spans += round_spans(r, detok, show_rejected=True)
         run.accepted.append(r.n_accepted)
         run.drafted.append(r.k)
+        run.asked.append(r.k_asked)
         yield run
 
 
@@ -152,7 +154,8 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
     s.t_step = target.t_step
     greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
     costs = s.costs()
-    measured = costs is not None and config.k in costs.t_verify  # a verify at the asked k ran
+    # A verify at the asked k ran (never for "auto", whose k changes from round to round).
+    measured = costs is not None and config.k in costs.t_verify
     return {
         "k": config.k,
         "temperature": config.temperature,
@@ -165,6 +168,7 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
         "alpha": s.alpha,
         "alpha_per_token": s.alpha_per_token,
         "tokens_per_pass": s.tokens_per_pass,
+        "mean_k": mean_k(spec),
         "c": s.c,
         "t_step": s.t_step,
         "t_draft": s.t_draft,
@@ -205,6 +209,7 @@ COMPARISON_ROWS = [
     "Tokens/s",
     "Wall time",
     "Acceptance rate α",
+    "Mean K per round",
     "Tokens per target pass",
     "Target passes (with prefill)",
     "New tokens",
@@ -233,9 +238,21 @@ def _column(run: SpecRun | TargetRun | None) -> list[str]:
         return ["…"] * len(COMPARISON_ROWS)
     n, timing = len(run.tokens), [f"{run.tokens_per_s:.1f}", f"{run.seconds:.2f} s"]
     if isinstance(run, TargetRun):
-        return [*timing, "—", "1", f"{n}", f"{n}"]
+        return [*timing, "—", "0", "1", f"{n}", f"{n}"]
     s = run.stats
-    return [*timing, f"{s.alpha:.2f}", f"{s.tokens_per_pass:.2f}", f"{s.target_passes}", f"{n}"]
+    return [
+        *timing,
+        f"{s.alpha:.2f}",
+        f"{mean_k(run):.1f}",
+        f"{s.tokens_per_pass:.2f}",
+        f"{s.target_passes}",
+        f"{n}",
+    ]
+
+
+def mean_k(run: SpecRun) -> float:
+    """The mean K asked per round (a fixed K is clipped only near max new tokens)."""
+    return sum(run.asked) / len(run.asked) if run.asked else 0.0
 
 
 def same_tokens_note(spec: list[int], target: list[int], greedy: bool) -> str:

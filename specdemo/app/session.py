@@ -67,7 +67,7 @@ def results_table(runs: list[dict]) -> list[list]:
     return [
         [
             i,
-            r["k"],
+            f"auto ({r['mean_k']:.1f})" if r["k"] == "auto" else r["k"],
             r["temperature"],
             DRAFTERS[r["drafter"]],
             round(r["alpha"], 3),

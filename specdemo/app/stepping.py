@@ -9,7 +9,7 @@ import contextlib
 from dataclasses import dataclass, replace
 
 from specdemo.app.config import RunConfig, encode
-from specdemo.drafters import make_drafter
+from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.lm import eos_ids
 from specdemo.records import Round
@@ -100,18 +100,30 @@ def step_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str
         return f"`{token_text(tokenizer, token)}`"
 
     drafts = ", ".join(tok(t) for t in r.draft)
-    if config.drafter == "lookup":
+    # A hybrid round says which of its two drafters ran, and why.
+    hybrid = config.drafter == "hybrid"
+    if r.source == "lookup" and not r.k:
+        draft = "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
+    elif r.source == "lookup":
+        found = (
+            f"The hybrid drafter found the last {HYBRID_MIN_NGRAM} tokens"
+            if hybrid
+            else "Prompt lookup found the last few tokens"
+        )
         draft = (
-            f"Prompt lookup found the last few tokens earlier in the text and proposed the "
-            f"{r.k} that followed them: {drafts}. No model pass at all; a copied guess is "
-            "certain of itself, so q(x) = 1."
-            if r.k
-            else "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
+            f"{found} earlier in the text and proposed the {r.k} that followed them: {drafts}. "
+            "No model pass at all; a copied guess is certain of itself, so q(x) = 1."
         )
     else:
+        guessed = (
+            f"The hybrid drafter found no earlier copy of the last {HYBRID_MIN_NGRAM} tokens to "
+            "reuse, so the small draft model guessed"
+            if hybrid
+            else "The small draft model guessed"
+        )
         draft = (
-            f"The small draft model guessed {r.k} tokens one after another, each drawn from "
-            f"its own distribution q: {drafts}. Draft steps are cheap: {r.draft_steps} took "
+            f"{guessed} {r.k} tokens one after another, each drawn from its own distribution q: "
+            f"{drafts}. Draft steps are cheap: {r.draft_steps} took "
             f"{1000 * r.draft_time:.0f} ms."
         )
     verify = (

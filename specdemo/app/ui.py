@@ -121,10 +121,15 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
                 w["system"] = gr.Textbox(show_label=False, lines=2, placeholder="e.g. Be brief.")
         with gr.Column():
             with gr.Row():
-                w["k"] = slider("k", "K", "draft tokens per round", elem_id="k")
+                w["k"] = slider("k", "K", "draft tokens per round, when not auto", elem_id="k")
                 w["temperature"] = slider(
                     "temperature", "Temperature", "0 = greedy", step=0.05, elem_id="temperature"
                 )
+            w["auto_k"] = gr.Checkbox(
+                DEFAULTS["auto_k"],
+                label="Auto K: choose K before each round from this machine's measured costs",
+                elem_id="auto-k",
+            )
             with gr.Row():
                 w["top_p"] = top_p_slider()
                 w["top_k"] = slider("top_k", "Top-k", "0 = off")
@@ -135,7 +140,9 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
                 w["seed"] = seed_box()
             w["drafter"] = drafter_radio()
             with gr.Row():
-                w["adaptive"] = gr.Checkbox(DEFAULTS["adaptive"], label="Adaptive K")
+                w["adaptive"] = gr.Checkbox(
+                    DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
+                )
                 w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
     if examples:
         gr.Examples(
@@ -153,14 +160,14 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
     with gr.Row():
         w["comparison"] = gr.Markdown(race.comparison_markdown(None, None), elem_id="comparison")
         gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
-    w["rounds_plot"] = gr.Plot(
-        charts.rounds_chart([], [], 1), show_label=False, elem_id="rounds-plot"
-    )
+    w["rounds_plot"] = gr.Plot(charts.rounds_chart([], []), show_label=False, elem_id="rounds-plot")
     w["session_plot"] = gr.Plot(charts.session_chart([]), show_label=False, elem_id="session-plot")
     with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
         with gr.Row():
             w["ks"] = gr.CheckboxGroup(
-                [1, 2, 3, 4, 6, 8, 12, 16], value=list(SWEEP_DEFAULTS["ks"]), label="K values"
+                [1, 2, 3, 4, 6, 8, 12, 16, "auto"],
+                value=list(SWEEP_DEFAULTS["ks"]),
+                label="K values",
             )
             w["temperatures"] = gr.CheckboxGroup(
                 [("0 (greedy)", 0.0), ("0.5", 0.5), ("1.0", 1.0), ("1.5", 1.5)],
