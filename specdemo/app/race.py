@@ -129,9 +129,10 @@ def run_target(pair, config: RunConfig, ids: list[int]) -> Iterator[TargetRun]:
 
 def rehearse(pair) -> None:
     """One short race of each kind, after ``models.warm_up``'s one-token kernel warm-up, so the
-    first timed run in the app does not pay one-time start-up costs."""
+    first timed run in the app does not pay one-time start-up costs; with K = "auto" the race
+    also measures the step-cost profile that automatic K uses from then on."""
     models.warm_up(pair)
-    config = RunConfig("Hello", k=2, temperature=1.0, max_new_tokens=8)
+    config = RunConfig("Hello", k="auto", temperature=1.0, max_new_tokens=8)
     ids = encode(pair, config)
     last(run_speculative(pair, config, ids))
     last(run_target(pair, config, ids))
