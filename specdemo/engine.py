@@ -124,13 +124,13 @@ def speculative_generate(
     the k - n rejected drafts. `k` is a number of drafts per round, or "auto" or a policy
     (``AutoK``) that chooses it before each round from the rounds so far.
     """
+    context = as_list(input_ids)
+    if not context:
+        raise ValueError("input_ids must hold at least one token")
     k = resolve_k(k, target, drafter)
     policy = k if isinstance(k, AutoK) else None
     if policy is None and k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
-    context = as_list(input_ids)
-    if not context:
-        raise ValueError("input_ids must hold at least one token")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     stats = stats if stats is not None else Stats()
     stats.k = "auto" if policy else k

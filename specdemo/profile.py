@@ -2,8 +2,8 @@
 
 ``measure_costs`` times a few forward passes with a warm KV cache: one plain target step, one
 draft step as the drafter runs it (its cut head included), and target verify passes over k + 1
-tokens. ``costs_for`` keeps one profile per target, draft and head, so only the first request
-(or the app's warm-up) pays the few seconds it takes.
+tokens. ``costs_for`` keeps the target's steps per target and a draft step per draft and head,
+so only the first request (or the app's warm-up) pays the few seconds it takes.
 """
 
 import statistics
@@ -17,40 +17,49 @@ from specdemo.theory import StepCosts
 PROFILE_KS = tuple(range(1, 9))  # the verify widths automatic K chooses among
 PROFILE_CONTEXT = 64  # tokens already in the cache when a step is timed
 
-_profiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {key: StepCosts}
+# target -> {"target": StepCosts without a draft, (id(draft), head_rows): seconds of a draft step}
+_profiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @torch.inference_mode()
+def step_seconds(model, context: list[int], n_tokens: int, head=None, repeats: int = 5) -> float:
+    """Median seconds of one forward pass over the last `n_tokens` of `context`, with the rest
+    in a warm KV cache."""
+    _, cache = forward(model, context, None)
+    clock, times = Stopwatch(model.device), []
+    for _ in range(repeats + 1):  # the first is a warm-up
+        clock.lap()
+        forward(model, context[-n_tokens:], cache, n_logits=n_tokens, head=head)
+        times.append(clock.lap())
+        cache.crop(-n_tokens)
+    return statistics.median(times[1:])
+
+
 def measure_costs(
     target, draft, input_ids: list[int], ks=PROFILE_KS, head=None, repeats: int = 5
 ) -> StepCosts:
     """Median seconds of each step at the context `input_ids`; no draft (None) costs 0."""
-
-    def timed(model, n_tokens: int, head=None) -> float:
-        _, cache = forward(model, input_ids, None)
-        clock, times = Stopwatch(model.device), []
-        for _ in range(repeats + 1):  # the first is a warm-up
-            clock.lap()
-            forward(model, input_ids[-n_tokens:], cache, n_logits=n_tokens, head=head)
-            times.append(clock.lap())
-            cache.crop(-n_tokens)
-        return statistics.median(times[1:])
-
     return StepCosts(
-        t_step=timed(target, 1),
-        t_draft=timed(draft, 1, head) if draft is not None else 0.0,
-        t_verify={k: timed(target, k + 1) for k in ks},
+        t_step=step_seconds(target, input_ids, 1, repeats=repeats),
+        t_draft=step_seconds(draft, input_ids, 1, head, repeats) if draft is not None else 0.0,
+        t_verify={k: step_seconds(target, input_ids, k + 1, repeats=repeats) for k in ks},
     )
 
 
 def costs_for(target, draft=None, head_rows: int | None = None) -> StepCosts:
-    """The profile of this target with this draft (None: prompt lookup), measured once at a
-    synthetic context of PROFILE_CONTEXT tokens and then reused."""
+    """The profile of this target with this draft (None: prompt lookup, no draft step),
+    measured at a synthetic context of PROFILE_CONTEXT tokens. The target's steps are measured
+    once and shared by every draft; a draft's step once per draft and head."""
+    measured = _profiles.setdefault(target, {})
+    vocab = min(vocab_size(target), vocab_size(draft) if draft is not None else 1 << 62)
+    context = [(17 + 31 * i) % vocab for i in range(PROFILE_CONTEXT)]
+    if "target" not in measured:
+        measured["target"] = measure_costs(target, None, context)
+    costs = measured["target"]
+    if draft is None:
+        return costs
     key = (id(draft), head_rows)
-    profiles = _profiles.setdefault(target, {})
-    if key not in profiles:
-        vocab = min(vocab_size(target), vocab_size(draft) if draft is not None else 1 << 62)
-        context = [(17 + 31 * i) % vocab for i in range(PROFILE_CONTEXT)]
-        head = cut_head(draft, head_rows) if draft is not None and head_rows else None
-        profiles[key] = measure_costs(target, draft, context, head=head)
-    return profiles[key]
+    if key not in measured:
+        head = cut_head(draft, head_rows) if head_rows else None
+        measured[key] = step_seconds(draft, context, 1, head)
+    return StepCosts(costs.t_step, measured[key], costs.t_verify)

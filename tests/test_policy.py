@@ -72,3 +72,20 @@ def test_auto_is_the_default_and_records_the_k_of_every_round():
     assert all(0 <= r.k_asked <= 8 and r.k <= r.k_asked for r in result.rounds)
     with pytest.raises(ValueError, match='"auto"'):
         specdemo.generate(BigramLM(table), BigramLM(close), [0], k="fast")
+
+
+def test_the_profile_is_measured_once_and_lookup_shares_the_target_steps():
+    from specdemo.profile import PROFILE_KS, costs_for
+
+    table, close = toy_tables(6)
+    target, draft = BigramLM(table), BigramLM(close)
+    calls = {"target": 0, "draft": 0}
+    target.register_forward_pre_hook(lambda *a: calls.__setitem__("target", calls["target"] + 1))
+    draft.register_forward_pre_hook(lambda *a: calls.__setitem__("draft", calls["draft"] + 1))
+    model = costs_for(target, draft)
+    assert set(model.t_verify) == set(PROFILE_KS) and model.t_draft > 0
+    measured = dict(calls)
+    assert costs_for(target, draft) == model and calls == measured  # cached: no forward pass
+    lookup = costs_for(target)
+    assert calls == measured  # the target's steps are shared
+    assert (lookup.t_step, lookup.t_verify, lookup.t_draft) == (model.t_step, model.t_verify, 0.0)
