@@ -189,8 +189,10 @@ class HybridDrafter:
     def source(self, context: list[int]) -> str:
         return "lookup" if self.lookup.index.find(context) else "model"
 
-    def propose(self, context: list[int], k: int) -> Proposal:
-        if self.source(context) == "lookup":
+    def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
+        """Draft from `source` ("model" may be asked for even when a lookup match exists, by
+        a policy that prices the two); by default from ``source(context)``."""
+        if (source or self.source(context)) == "lookup":
             return self.lookup.propose(context, k)
         return self.model_drafter.propose(context, k)
 

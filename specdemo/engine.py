@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specdemo.defaults import DEFAULTS
-from specdemo.drafters import Drafter, ModelDrafter, Proposal, make_drafter
+from specdemo.drafters import Drafter, HybridDrafter, ModelDrafter, Proposal, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
@@ -147,9 +147,12 @@ def speculative_generate(
     while True:
         clock.lap()  # the time the caller held the generator is not this round's
         # k drafts + 1 target token never need to exceed what is left to generate.
-        wanted = policy.choose(drafter.source(context)) if policy else k
+        source, wanted = policy.choose_source(sources(drafter, context)) if policy else (None, k)
         k_asked = min(wanted, stopper.room - 1)
-        proposal = drafter.propose(context, k_asked)
+        if isinstance(drafter, HybridDrafter):  # the policy may prefer its model to a copy
+            proposal = drafter.propose(context, k_asked, source)
+        else:
+            proposal = drafter.propose(context, k_asked)
         draft = proposal.tokens.tolist()
         check_draft(draft, vocab)
         draft_time = clock.lap()
@@ -252,6 +255,15 @@ def generate(
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
+
+
+def sources(drafter, context: list[int]) -> tuple[str, ...]:
+    """Who can draft the next round: the drafter's own choice, and for a hybrid that found a
+    copy, the draft model too (a copy not worth verifying is then drafted instead)."""
+    source = drafter.source(context)
+    if source == "lookup" and isinstance(drafter, HybridDrafter):
+        return ("lookup", "model")
+    return (source,)
 
 
 def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:

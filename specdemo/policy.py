@@ -27,6 +27,10 @@ POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweigh
 # at k = 1 costs t_draft + t_verify(1) - t_step (about half a step here) and still yields 1 + a_1
 # tokens, so when drafting does not pay it loses a few percent of one round in PROBE_EVERY + 1.
 PROBE_EVERY = 4
+# A plain step is chosen only once this many rounds have judged the first draft position: the
+# first tokens of an answer are often the hardest to guess, and a single early rejection should
+# not switch drafting off.
+MIN_EVIDENCE = 8
 
 
 @dataclass
@@ -86,12 +90,26 @@ class AutoK:
         return [expected_tokens(rates, k) / self.seconds(k, source) for k in range(self.k_max + 1)]
 
     def choose(self, source: str = "model") -> int:
-        speed = self.tokens_per_second(source)
-        k = max(range(len(speed)), key=speed.__getitem__)
+        """The k for the next round, drafted by `source`."""
+        return self.choose_source((source,))[1]
+
+    def choose_source(self, sources: tuple[str, ...]) -> tuple[str, int]:
+        """The source and k with the most expected tokens per second for the next round, among
+        the sources a drafter can use here (a hybrid with a lookup match can also draft)."""
+        best = max((self._best(source) for source in sources), key=lambda option: option[2])
+        source, k, _ = best
         if k == 0 and self.plain_in_a_row >= PROBE_EVERY:
             k = 1  # acceptance may have changed; a plain step teaches nothing about it
         self.plain_in_a_row = self.plain_in_a_row + 1 if k == 0 else 0
-        return k
+        return source, k
+
+    def _best(self, source: str) -> tuple[str, int, float]:
+        speed = self.tokens_per_second(source)
+        k = max(range(len(speed)), key=speed.__getitem__)
+        judged = self.acceptance.get(source, Acceptance()).judged
+        if k == 0 and (not judged or judged[0] < MIN_EVIDENCE):
+            k = max(range(1, len(speed)), key=speed.__getitem__)
+        return source, k, speed[k]
 
     def update(self, r: Round) -> None:
         if r.k:

@@ -89,3 +89,12 @@ def test_the_profile_is_measured_once_and_lookup_shares_the_target_steps():
     lookup = costs_for(target)
     assert calls == measured  # the target's steps are shared
     assert (lookup.t_step, lookup.t_verify, lookup.t_draft) == (model.t_step, model.t_verify, 0.0)
+
+
+def test_a_hybrid_drafts_with_its_model_when_copies_are_not_worth_verifying():
+    policy = AutoK(CPU)
+    for _ in range(20):
+        policy.update(fake_round(2, 0, "lookup"))  # copies always rejected
+        policy.update(fake_round(2, 2, "model"))  # the model always right
+    assert policy.choose_source(("lookup", "model"))[0] == "model"
+    assert policy.choose_source(("lookup",)) == ("lookup", 0)
