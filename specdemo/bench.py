@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
-from specdemo.drafters import ModelDrafter, auto_head_rows, make_drafter
+from specdemo.drafters import auto_head_rows, draft_model_of, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.lm import Stopwatch, cut_head
 from specdemo.profile import measure_costs
@@ -82,8 +82,8 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
     )
     stats = Stats()
     # The drafter may call the draft's base model and its own cut head instead of the whole model.
-    model = getattr(drafter, "model_drafter", drafter)  # the draft-model half of a hybrid
-    heads = [model.head] if isinstance(model, ModelDrafter) and model.head else []
+    model = draft_model_of(drafter)
+    heads = [model.head] if model is not None and model.head is not None else []
     timer = ForwardTimer(pair.target.device, pair.target, pair.draft, pair.draft.base_model, *heads)
     try:
         for _ in speculative_generate(

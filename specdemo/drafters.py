@@ -1,9 +1,10 @@
 """Drafters: who proposes the k tokens the target then verifies.
 
-A drafter has two methods: ``source(context)`` says who will propose after this context
-("model" or "lookup", so the engine can choose k at that source's cost), and
-``propose(context, k) -> Proposal`` returns up to k tokens, their draft probabilities q (None for
-a deterministic proposal, whose q is one-hot), the draft model steps it took and the source. The
+A drafter has two methods: ``sources(context)`` says who can propose after this context ("model",
+"lookup" or both, its own preference first, so automatic K can price each), and
+``propose(context, k, source=None) -> Proposal`` returns up to k tokens from `source` (or the
+preferred one), their draft probabilities q (None for a deterministic proposal, whose q is
+one-hot), the draft model steps it took and the source. The
 context passed to successive calls only grows (a new generation gets a new drafter); a model
 drafter keeps its KV cache in step with it, and nothing outside touches it. Three drafters: the
 draft model, prompt lookup (an n-gram index grown with the context) and the hybrid of the two.
@@ -33,9 +34,9 @@ class Proposal:
 
 
 class Drafter(Protocol):
-    def source(self, context: list[int]) -> str: ...
+    def sources(self, context: list[int]) -> tuple[str, ...]: ...
 
-    def propose(self, context: list[int], k: int) -> Proposal: ...
+    def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal: ...
 
 
 class ModelDrafter:
@@ -64,8 +65,8 @@ class ModelDrafter:
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)
 
-    def source(self, context: list[int]) -> str:
-        return "model"
+    def sources(self, context: list[int]) -> tuple[str, ...]:
+        return ("model",)
 
     def _sync(self, context: list[int]) -> list[int]:
         """Crop the cache to its longest prefix of the context; return the tokens to feed."""
@@ -79,7 +80,7 @@ class ModelDrafter:
         return context[keep:]
 
     @torch.inference_mode()
-    def propose(self, context: list[int], k: int) -> Proposal:
+    def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
         feed: list[int] | torch.Tensor = self._sync(context)
         tokens, qs = [], []
         for i in range(k):
@@ -156,10 +157,10 @@ class LookupDrafter:
         self.max_ngram, self.min_ngram, self.device = max_ngram, min_ngram, device
         self.index = NgramIndex(max_ngram, min_ngram)
 
-    def source(self, context: list[int]) -> str:
-        return "lookup"
+    def sources(self, context: list[int]) -> tuple[str, ...]:
+        return ("lookup",)
 
-    def propose(self, context: list[int], k: int) -> Proposal:
+    def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
         match = self.index.find(context)
         follow = context[match[1] : match[1] + k] if match else []
         tokens = torch.tensor(follow, dtype=torch.long, device=self.device)
@@ -186,15 +187,21 @@ class HybridDrafter:
     def __init__(self, model_drafter: ModelDrafter, lookup: LookupDrafter):
         self.model_drafter, self.lookup = model_drafter, lookup
 
-    def source(self, context: list[int]) -> str:
-        return "lookup" if self.lookup.index.find(context) else "model"
+    def sources(self, context: list[int]) -> tuple[str, ...]:
+        """A copy when there is a match (the model can still draft instead), else the model."""
+        return ("lookup", "model") if self.lookup.index.find(context) else ("model",)
 
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
-        """Draft from `source` ("model" may be asked for even when a lookup match exists, by
-        a policy that prices the two); by default from ``source(context)``."""
-        if (source or self.source(context)) == "lookup":
+        if (source or self.sources(context)[0]) == "lookup":
             return self.lookup.propose(context, k)
         return self.model_drafter.propose(context, k)
+
+
+def draft_model_of(drafter) -> ModelDrafter | None:
+    """The part of a drafter that runs a draft model (itself, or a hybrid's), if any."""
+    if isinstance(drafter, HybridDrafter):
+        return drafter.model_drafter
+    return drafter if isinstance(drafter, ModelDrafter) else None
 
 
 def auto_head_rows(draft) -> int | None:

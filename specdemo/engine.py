@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specdemo.defaults import DEFAULTS
-from specdemo.drafters import Drafter, HybridDrafter, ModelDrafter, Proposal, make_drafter
+from specdemo.drafters import Drafter, Proposal, draft_model_of, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
@@ -147,12 +147,9 @@ def speculative_generate(
     while True:
         clock.lap()  # the time the caller held the generator is not this round's
         # k drafts + 1 target token never need to exceed what is left to generate.
-        source, wanted = policy.choose_source(sources(drafter, context)) if policy else (None, k)
+        source, wanted = policy.choose_source(drafter.sources(context)) if policy else (None, k)
         k_asked = min(wanted, stopper.room - 1)
-        if isinstance(drafter, HybridDrafter):  # the policy may prefer its model to a copy
-            proposal = drafter.propose(context, k_asked, source)
-        else:
-            proposal = drafter.propose(context, k_asked)
+        proposal = drafter.propose(context, k_asked, source)
         draft = proposal.tokens.tolist()
         check_draft(draft, vocab)
         draft_time = clock.lap()
@@ -257,25 +254,16 @@ def generate(
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
 
 
-def sources(drafter, context: list[int]) -> tuple[str, ...]:
-    """Who can draft the next round: the drafter's own choice, and for a hybrid that found a
-    copy, the draft model too (a copy not worth verifying is then drafted instead)."""
-    source = drafter.source(context)
-    if source == "lookup" and isinstance(drafter, HybridDrafter):
-        return ("lookup", "model")
-    return (source,)
-
-
 def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
     """A fixed k or a policy as given; "auto" as an AutoK policy on this pair's step costs."""
     if isinstance(k, AutoK):
         return k
     if k != "auto":
-        if isinstance(k, str) or isinstance(k, bool) or not isinstance(k, int):
+        if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f'k must be a whole number >= 0 or "auto", got {k!r}')
         return k
-    model = getattr(drafter, "model_drafter", drafter)  # a hybrid drafter drafts with a model too
-    if isinstance(model, ModelDrafter):
-        head_rows = model.head.weight.shape[0] if model.head is not None else None
-        return AutoK(costs_for(target, model.model, head_rows))
-    return AutoK(costs_for(target))
+    model = draft_model_of(drafter)
+    if model is None:
+        return AutoK(costs_for(target))
+    head_rows = model.head.weight.shape[0] if model.head is not None else None
+    return AutoK(costs_for(target, model.model, head_rows))

@@ -51,15 +51,19 @@ def costs_for(target, draft=None, head_rows: int | None = None) -> StepCosts:
     measured at a synthetic context of PROFILE_CONTEXT tokens. The target's steps are measured
     once and shared by every draft; a draft's step once per draft and head."""
     measured = _profiles.setdefault(target, {})
-    vocab = min(vocab_size(target), vocab_size(draft) if draft is not None else 1 << 62)
-    context = [(17 + 31 * i) % vocab for i in range(PROFILE_CONTEXT)]
     if "target" not in measured:
-        measured["target"] = measure_costs(target, None, context)
+        measured["target"] = measure_costs(target, None, synthetic_context(target))
     costs = measured["target"]
     if draft is None:
         return costs
     key = (id(draft), head_rows)
     if key not in measured:
         head = cut_head(draft, head_rows) if head_rows else None
-        measured[key] = step_seconds(draft, context, 1, head)
+        measured[key] = step_seconds(draft, synthetic_context(target, draft), 1, head)
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
+
+
+def synthetic_context(*models) -> list[int]:
+    """PROFILE_CONTEXT token ids every one of `models` can embed."""
+    vocab = min(vocab_size(model) for model in models)
+    return [(17 + 31 * i) % vocab for i in range(PROFILE_CONTEXT)]

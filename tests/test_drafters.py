@@ -180,13 +180,13 @@ def test_hybrid_copies_after_a_long_enough_match_else_asks_the_model():
     assert isinstance(drafter, HybridDrafter) and HYBRID_MIN_NGRAM == 3
     assert drafter.lookup.index.min_ngram == HYBRID_MIN_NGRAM
     repeats = [1, 2, 3, 4, 5, 1, 2, 3]  # "1 2 3" occurred before: copy what followed
-    assert drafter.source(repeats) == "lookup"
+    assert drafter.sources(repeats) == ("lookup", "model")
     copied = drafter.propose(repeats, k=3)
     assert (copied.tokens.tolist(), copied.q, copied.steps, copied.source) == (
         [4, 5, 1], None, 0, "lookup",
     )  # fmt: skip
     only_two = [1, 2, 3, 4, 5, 6, 2, 3]  # "2 3" repeats, but a 2-token match does not count
-    assert drafter.source(only_two) == "model"
+    assert drafter.sources(only_two) == ("model",)
     guessed = drafter.propose(only_two, k=3)
     assert guessed.source == "model" and guessed.steps == 3 and guessed.q.shape == (3, 8)
     with pytest.raises(ValueError, match="needs a draft model"):
@@ -200,12 +200,12 @@ class Spy:
     def __init__(self, drafter, generator):
         self.drafter, self.generator, self.seen = drafter, generator, []
 
-    def source(self, context):
-        return self.drafter.source(context)
+    def sources(self, context):
+        return self.drafter.sources(context)
 
-    def propose(self, context, k):
+    def propose(self, context, k, source=None):
         state = self.generator.get_state()
-        proposal = self.drafter.propose(context, k)
+        proposal = self.drafter.propose(context, k, source)
         self.seen.append((list(context), k, state, proposal))
         return proposal
 

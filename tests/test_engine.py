@@ -252,7 +252,10 @@ def test_a_draft_token_outside_the_target_vocabulary_raises_before_the_target_ru
     target.register_forward_pre_hook(lambda *a: calls.append(1))
 
     class Outsider:
-        def propose(self, context, k):
+        def sources(self, context):
+            return ("model",)
+
+        def propose(self, context, k, source=None):
             return Proposal(torch.tensor([2, 9]), None)
 
     rounds = speculative_generate(target, Outsider(), [0], k=2, sampling=SamplingConfig(1.0))
@@ -261,7 +264,10 @@ def test_a_draft_token_outside_the_target_vocabulary_raises_before_the_target_ru
     assert not calls  # no target pass ran: a one-token prompt has no prefill
 
     class Broken:  # what sample() gives for a draft row of NaNs
-        def propose(self, context, k):
+        def sources(self, context):
+            return ("model",)
+
+        def propose(self, context, k, source=None):
             return Proposal(torch.tensor([-1]), None)
 
     rounds = speculative_generate(target, Broken(), [0], k=1, sampling=SamplingConfig(1.0))
