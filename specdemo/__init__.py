@@ -17,11 +17,13 @@ from specdemo.engine import (
 )
 from specdemo.policy import AutoK
 from specdemo.records import Result, Round, Stats, Step
-from specdemo.sampling import SamplingConfig
+from specdemo.sampling import RULES, AcceptanceRule, SamplingConfig
 from specdemo.theory import StepCosts
 
 __all__ = [
     "DEFAULTS",
+    "RULES",
+    "AcceptanceRule",
     "AutoK",
     "Drafter",
     "HybridDrafter",

@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 
 from specdemo.lm import cut_head, forward, vocab_size
-from specdemo.sampling import SamplingConfig, logits_to_probs, sample
+from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 
 # A draft head over more than 2x this many rows is cut to this many by default: exact either way,
 # and on CPU it makes the 0.5B Qwen draft step ~35% cheaper (docs/BENCHMARKS.md).
@@ -57,8 +57,9 @@ class ModelDrafter:
         adaptive: bool = False,
         threshold: float = 0.4,
         head_rows: int | None = None,
+        rule: AcceptanceRule = EXACT,
     ):
-        self.model, self.sampling, self.generator = model, sampling, generator
+        self.model, self.sampling, self.generator, self.rule = model, sampling, generator, rule
         self.adaptive, self.threshold = adaptive, threshold
         self.head = cut_head(model, head_rows) if head_rows else None
         self._cache = None
@@ -90,7 +91,7 @@ class ModelDrafter:
                 top = 1.0 if not self.adaptive else torch.softmax(logits[-1].float(), -1).max()
             else:
                 q = logits_to_probs(logits[-1:], self.sampling)  # (1, vocab)
-                token, top = sample(q, self.generator), q.max()
+                token, top = draft_tokens(q, self.generator, self.rule), q.max()
                 qs.append(q)
             tokens.append(token)
             # Adaptive k costs one host sync per draft step; a plain run never syncs here.
@@ -210,12 +211,20 @@ def auto_head_rows(draft) -> int | None:
 
 
 def make_drafter(
-    kind: str, draft, sampling: SamplingConfig, generator, device, adaptive=False, head_rows="auto"
+    kind: str,
+    draft,
+    sampling: SamplingConfig,
+    generator,
+    device,
+    adaptive=False,
+    head_rows="auto",
+    rule: AcceptanceRule = EXACT,
 ):
     """A drafter by name: "model", "lookup" or "hybrid" (lookup, else the model; `HybridDrafter`).
     `generator` draws the draft's samples; on a draft that sits on another device than the
     generator, a generator there seeded from it. head_rows: "auto" (``auto_head_rows``), a row
-    count, or None / 0 for the full head."""
+    count, or None / 0 for the full head. `rule`: how the draft model picks its tokens
+    (``sampling.draft_tokens``; only the greedy-draft mistake differs)."""
     if kind == "lookup":
         return LookupDrafter(device=device)
     if kind not in ("model", "hybrid"):
@@ -228,7 +237,9 @@ def make_drafter(
         # One generator per device: draws on the draft's device need a generator there.
         seed = generator.initial_seed() + 1
         generator = torch.Generator(device=draft.device).manual_seed(seed)
-    model = ModelDrafter(draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None)
+    model = ModelDrafter(
+        draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None, rule=rule
+    )
     if kind == "model":
         return model
     return HybridDrafter(model, LookupDrafter(min_ngram=HYBRID_MIN_NGRAM, device=device))

@@ -17,10 +17,13 @@ from specdemo.policy import AutoK
 from specdemo.profile import costs_for
 from specdemo.records import Result, Round, Stats, Step
 from specdemo.sampling import (
+    EXACT,
+    AcceptanceRule,
     SamplingConfig,
     check_tokens,
     logits_to_probs,
     next_token,
+    resolve_rule,
     top_tokens,
     verify,
     verify_greedy,
@@ -88,7 +91,9 @@ def check_draft(draft: list[int], vocab: int) -> None:
         )
 
 
-def verify_round(target, cache, last: int, proposal: Proposal, sampling, generator):
+def verify_round(
+    target, cache, last: int, proposal: Proposal, sampling, generator, rule: AcceptanceRule = EXACT
+):
     """The target scores the last emitted token and the k drafts in one pass, the acceptance
     rule judges the drafts, and the cache drops the rejected ones. Returns (Verdict, cache)."""
     draft = proposal.tokens.to(target.device)
@@ -98,7 +103,7 @@ def verify_round(target, cache, last: int, proposal: Proposal, sampling, generat
         verdict = verify_greedy(draft, logits)
     else:
         q = proposal.q.to(target.device) if proposal.q is not None else None
-        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator)
+        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator, rule)
     drop_last(cache, len(draft) - verdict.n_accepted)
     return verdict, cache
 
@@ -116,13 +121,16 @@ def speculative_generate(
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
     stats: Stats | None = None,
+    rule: AcceptanceRule = EXACT,
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
     The target's KV cache holds every token but the last emitted one; each round feeds that
     token plus the k drafts in one pass, giving p for k+1 positions, then crops the cache by
     the k - n rejected drafts. `k` is a number of drafts per round, or "auto" or a policy
-    (``AutoK``) that chooses it before each round from the rounds so far.
+    (``AutoK``) that chooses it before each round from the rounds so far. `rule` is the
+    acceptance rule (``sampling.RULES``: the exact one, or a classic mistake for teaching; the
+    drafter must have been made with the same rule).
     """
     context = as_list(input_ids)
     if not context:
@@ -153,7 +161,9 @@ def speculative_generate(
         draft = proposal.tokens.tolist()
         check_draft(draft, vocab)
         draft_time = clock.lap()
-        verdict, cache = verify_round(target, cache, context[-1], proposal, sampling, generator)
+        verdict, cache = verify_round(
+            target, cache, context[-1], proposal, sampling, generator, rule
+        )
         verify_time = clock.lap()
         n = verdict.n_accepted
         tokens, finished = stopper.cut(draft[:n] + [verdict.next_token])
@@ -229,13 +239,16 @@ def generate(
     adaptive: bool = DEFAULTS["adaptive"],
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
+    rule: str | AcceptanceRule = "exact",
 ) -> Result:
     """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
     before each round (``policy.AutoK``) from step costs measured once per pair on this machine
-    (``profile.costs_for``)."""
+    (``profile.costs_for``). `rule`: "exact", or one of the mistakes in ``sampling.RULES``
+    ("always-accept", "resample-from-p", "greedy-draft"), which break exactness on purpose."""
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
+    rule = resolve_rule(rule)
     generator = make_generator(seed, target.device)
-    proposer = make_drafter(drafter, draft, sampling, generator, target.device, adaptive)
+    proposer = make_drafter(drafter, draft, sampling, generator, target.device, adaptive, rule=rule)
     stats = Stats()
     rounds = list(
         speculative_generate(
@@ -249,6 +262,7 @@ def generate(
             stop_strings=stop_strings,
             decode=decode,
             stats=stats,
+            rule=rule,
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)

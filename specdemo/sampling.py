@@ -6,6 +6,11 @@ rest is torch. ``verify`` implements the acceptance rule of Leviathan et al. (20
 by a sample from max(0, p - q) / sum, and a fully accepted block earns a bonus token from p. The
 emitted tokens are distributed exactly as target-only sampling; uniforms, ratios and the residual
 are computed in float64.
+
+``RULES`` holds that rule and, for teaching, three classic ways to get it wrong. Each mistake is
+one switch of an ``AcceptanceRule``, read in exactly one place of the path every caller runs
+(the engine, the drafters and the app's exactness draws): ``draft_tokens``, ``acceptance_probs``
+and ``residual``.
 """
 
 import functools
@@ -38,6 +43,61 @@ class SamplingConfig:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class AcceptanceRule:
+    """How drafts are judged. The exact rule has every switch off; each switch is one mistake."""
+
+    name: str
+    label: str
+    why: str  # one sentence: what the rule does to the output distribution
+    greedy_draft: bool = False  # draft the argmax of q, yet report q as the draft's probability
+    accept_all: bool = False  # keep every draft token
+    resample_from_p: bool = False  # on a rejection draw from p instead of max(0, p - q)
+
+
+RULES = {
+    rule.name: rule
+    for rule in (
+        AcceptanceRule(
+            "exact",
+            "Exact: keep x with min(1, p/q), else resample from max(0, p − q)",
+            "Kept drafts give min(p, q) and the residual adds back exactly p − min(p, q), so "
+            "every token comes out with probability p.",
+        ),
+        AcceptanceRule(
+            "always-accept",
+            "Mistake: always keep the draft",
+            "Nothing is ever rejected, so the output follows the draft's q, not the target's p.",
+            accept_all=True,
+        ),
+        AcceptanceRule(
+            "resample-from-p",
+            "Mistake: on a rejection resample from p",
+            "Tokens the draft already covered get p again on top of min(p, q): over-represented, "
+            "and the tokens only the target likes come out too rarely.",
+            resample_from_p=True,
+        ),
+        AcceptanceRule(
+            "greedy-draft",
+            "Mistake: draft greedily but use the draft's softmax as q",
+            "The draft always proposes its argmax, which it did with probability 1, not q(x): "
+            "min(1, p/q) keeps it too often (a bug transformers fixed, #32867).",
+            greedy_draft=True,
+        ),
+    )
+}
+EXACT = RULES["exact"]
+
+
+def resolve_rule(rule: "str | AcceptanceRule") -> AcceptanceRule:
+    """An AcceptanceRule as given, or by name."""
+    if isinstance(rule, AcceptanceRule):
+        return rule
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {', '.join(RULES)}; got {rule!r}")
+    return RULES[rule]
 
 
 @functools.cache
@@ -116,13 +176,30 @@ def one_hot_q(draft: torch.Tensor, vocab: int) -> torch.Tensor:
     return torch.nn.functional.one_hot(draft, vocab).float()
 
 
-def acceptance_probs(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+def draft_tokens(
+    q: torch.Tensor, generator: torch.Generator | None, rule: AcceptanceRule = EXACT, n: int = 1
+) -> torch.Tensor:
+    """Draft tokens from (rows, vocab) q, as ``sample`` returns them: x ~ q. The greedy-draft
+    mistake takes q's argmax instead while q stays the probability the rule is told."""
+    if rule.greedy_draft:
+        best = q.argmax(-1)
+        return best if n == 1 else best[:, None].expand(-1, n)
+    return sample(q, generator, n)
+
+
+def acceptance_probs(
+    p_x: torch.Tensor, q_x: torch.Tensor, rule: AcceptanceRule = EXACT
+) -> torch.Tensor:
     """min(1, p(x)/q(x)) in float64; q(x) > 0 for any token the draft actually sampled."""
+    if rule.accept_all:
+        return torch.ones_like(p_x, dtype=torch.float64)
     p_x, q_x = p_x.double(), q_x.double()
     return torch.clamp(p_x / q_x.clamp_min(torch.finfo(torch.float64).tiny), max=1.0)
 
 
-def residual(p_row: torch.Tensor, q_row: torch.Tensor) -> torch.Tensor:
+def residual(
+    p_row: torch.Tensor, q_row: torch.Tensor, rule: AcceptanceRule = EXACT
+) -> torch.Tensor:
     """max(0, p - q) normalised, in float64; p itself only when that mass is exactly zero.
 
     The mass is zero only if p <= q at every token, while a rejection needs p(x) < q(x) somewhere;
@@ -130,6 +207,8 @@ def residual(p_row: torch.Tensor, q_row: torch.Tensor) -> torch.Tensor:
     probability below that bound, and then p is what the residual tends to as p - q -> 0.
     """
     p_row = p_row.double()
+    if rule.resample_from_p:
+        return p_row
     r = torch.clamp(p_row - q_row.double(), min=0.0)
     mass = r.sum(-1, keepdim=True)
     return torch.where(mass > 0, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p_row)
@@ -168,6 +247,7 @@ def verify(
     q: torch.Tensor | None,
     p: torch.Tensor,
     generator: torch.Generator | None = None,
+    rule: AcceptanceRule = EXACT,
 ) -> Verdict:
     """One round's accept/resample step, vectorised over the k draft positions.
 
@@ -182,13 +262,13 @@ def verify(
     q = one_hot_q(draft, vocab) if q is None else pad_vocab(q, vocab)
     positions = torch.arange(k, device=p.device)
     p_x, q_x = p[positions, draft], q[positions, draft]  # (k,)
-    accept_prob = acceptance_probs(p_x, q_x)  # float64
+    accept_prob = acceptance_probs(p_x, q_x, rule)  # float64
     u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)
     rejected = torch.cat([u >= accept_prob, torch.ones(1, dtype=torch.bool, device=p.device)])
     n = rejected.int().argmax()  # first rejection, or k when all pass (the appended sentinel)
     # The bonus row pairs p with q = 0, so residual() returns p itself there.
     q_rows = torch.cat([q, q.new_zeros(1, vocab)])  # (k+1, vocab)
-    next_dist = residual(p[n], q_rows[n])
+    next_dist = residual(p[n], q_rows[n], rule)
     next_token = sample(next_dist[None], generator)
     parts = (valid, n, next_token, p_x, q_x, accept_prob, u)
     host = torch.cat([t.double().view(-1) for t in parts]).tolist()
@@ -238,13 +318,18 @@ def top_tokens(dist: torch.Tensor, n: int = 5) -> list[tuple[int, float]]:
 
 
 def first_token_samples(
-    p: torch.Tensor, q: torch.Tensor | None, n: int, generator: torch.Generator | None = None
+    p: torch.Tensor,
+    q: torch.Tensor | None,
+    n: int,
+    generator: torch.Generator | None = None,
+    rule: AcceptanceRule = EXACT,
 ) -> torch.Tensor:
     """n independent first tokens of a round through the accept/resample path, vectorised.
 
     p, q: (vocab,) target and draft distributions at one position (q None: sample from p).
-    Draw x ~ q, keep it with probability min(1, p(x)/q(x)), else draw from the residual; the
-    result is distributed as p, which the app's exactness tab shows with histograms.
+    Draw x ~ q, keep it with probability min(1, p(x)/q(x)), else draw from the residual; under
+    the exact `rule` the result is distributed as p, which the app's exactness tab shows with
+    histograms (and a mistaken rule shows how far it strays).
     """
     if not bool(valid_rows(p[None])) or (q is not None and not bool(valid_rows(q[None]))):
         raise ValueError("p and q must be probability rows with positive, finite mass")
@@ -252,8 +337,8 @@ def first_token_samples(
         return sample(p[None], generator, n)[0]
     vocab = max(p.shape[-1], q.shape[-1])
     p, q = pad_vocab(p, vocab), pad_vocab(q, vocab)
-    x = sample(q[None], generator, n)[0]  # (n,)
+    x = draft_tokens(q[None], generator, rule, n)[0]  # (n,)
     u = torch.rand(n, generator=generator, dtype=torch.float64, device=p.device)
-    keep = u < acceptance_probs(p[x], q[x])
-    fallback = sample(residual(p, q)[None], generator, n)[0]
+    keep = u < acceptance_probs(p[x], q[x], rule)
+    fallback = sample(residual(p, q, rule)[None], generator, n)[0]
     return torch.where(keep, x, fallback)

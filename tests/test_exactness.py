@@ -1,10 +1,11 @@
 """Speculative sampling reproduces target-only sampling exactly: a χ² test on enumerated toys.
 
 Toy LMs over 4-6 tokens make the exact probability of every continuation computable: each case
-draws 50,000 speculative continuations through the real engine, long enough that the first round
+draws 20,000 speculative continuations through the real engine, long enough that the first round
 runs its full K, and they must fit (p > 0.001). Deliberately wrong rules must not (the test's
-power): accepting every draft, resampling from p instead of the residual, and a KV cache rollback
-that keeps one rejected draft.
+power): the classic mistakes of ``sampling.RULES`` (accepting every draft, resampling from p
+instead of the residual, drafting greedily with the softmax as q) and a KV cache rollback that
+keeps one rejected draft.
 """
 
 import collections
@@ -15,11 +16,11 @@ import torch
 from conftest import ToyLM, toy_tables
 from scipy.stats import chisquare
 
-from specdemo import engine, sampling
+from specdemo import engine
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.policy import AutoK
-from specdemo.sampling import SamplingConfig, logits_to_probs
+from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
 from specdemo.theory import StepCosts
 
 N_DRAWS = 20_000
@@ -61,18 +62,19 @@ def exact_distribution(target: ToyLM, prompt: list[int], config: SamplingConfig,
     return dist
 
 
-def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0):
+def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT):
     generator = make_generator(seed, "cpu")
     counts = {}
     for _ in range(n):
         rounds = speculative_generate(
             target,
-            make(config, generator),
+            make(config, generator, rule),
             prompt,
             k=k() if callable(k) else k,
             sampling=config,
             max_new_tokens=length,
             generator=generator,
+            rule=rule,
         )
         seq = tuple(t for r in rounds for t in r.tokens)
         counts[seq] = counts.get(seq, 0) + 1
@@ -99,15 +101,15 @@ def chi2_pvalue(counts: dict, dist: dict) -> float:
 
 
 def model_drafter(draft: ToyLM, **kwargs):
-    return lambda config, g: ModelDrafter(draft, config, g, **kwargs)
+    return lambda config, g, rule=EXACT: ModelDrafter(draft, config, g, rule=rule, **kwargs)
 
 
-def lookup_drafter(config, g):
+def lookup_drafter(config, g, rule=EXACT):
     return LookupDrafter()
 
 
 def hybrid_drafter(draft: ToyLM):
-    return lambda config, g: make_drafter("hybrid", draft, config, g, "cpu")
+    return lambda config, g, rule=EXACT: make_drafter("hybrid", draft, config, g, "cpu", rule=rule)
 
 
 T6, CLOSE6 = toy_tables(6, closeness=0.3, seed=0)
@@ -230,9 +232,9 @@ CASES = {
 }
 
 
-def run_case(name: str) -> float:
+def run_case(name: str, rule: AcceptanceRule = EXACT) -> float:
     target, make, prompt, k, config, length = CASES[name]
-    counts = draw(target, make, prompt, k, config, length)
+    counts = draw(target, make, prompt, k, config, length, rule=rule)
     return chi2_pvalue(counts, exact_distribution(target, prompt, config, length))
 
 
@@ -287,28 +289,26 @@ def test_hybrid_cases_use_both_sources():
         assert min(kept["model"], kept["lookup"]) > 20, (name, drafted, kept)
 
 
-def always_accept(p_x, q_x):
-    return torch.ones_like(p_x, dtype=torch.float64)
-
-
-def no_residual(p_row, q_row):
-    return p_row.double()
-
-
 def keep_one_rejected(cache, n):
     if n > 1:
         cache.crop(1 - n)
 
 
 @pytest.mark.parametrize(
-    "module, name, broken, case",
+    "rule, case",
     [
-        (sampling, "acceptance_probs", always_accept, "k1-t1-close"),  # accept every draft
-        (sampling, "residual", no_residual, "k2-t1-lookup"),  # resample from p, not max(0, p - q)
-        (engine, "drop_last", keep_one_rejected, "k3-t1-history-caches"),  # a wrong crop
+        ("always-accept", "k1-t1-close"),  # every draft kept: the output follows q
+        ("resample-from-p", "k2-t1-lookup"),  # a rejection draws from p, not max(0, p - q)
+        ("greedy-draft", "k1-t1-close"),  # the argmax is drafted, softmax q is reported
     ],
 )
-def test_wrong_rules_fail_the_test(monkeypatch, module, name, broken, case):
-    """The test has power: a plausible but wrong rule is caught with the same draw count."""
-    monkeypatch.setattr(module, name, broken)
-    assert run_case(case) < 1e-3
+def test_wrong_rules_fail_the_test(rule, case):
+    """The test has power: each classic mistake of ``sampling.RULES``, run through the engine
+    with the same draw count, is caught."""
+    assert run_case(case, RULES[rule]) < 1e-3
+
+
+def test_a_wrong_cache_rollback_fails_the_test(monkeypatch):
+    """A KV cache crop that keeps one rejected draft is caught too."""
+    monkeypatch.setattr(engine, "drop_last", keep_one_rejected)
+    assert run_case("k3-t1-history-caches") < 1e-3
