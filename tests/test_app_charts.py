@@ -1,34 +1,127 @@
-"""The figures take plain numbers; a group of runs with no measured c gets no theory curve."""
+"""The figures and the cost model's numbers take plain recorded rows: the textbook curve and the
+one from measured costs, the sentence on why they differ, where the time goes, acceptance by
+draft position, and the K chosen per round."""
 
-from specdemo.app import charts
+import pytest
 
+from specdemo.app import charts, costs, session_charts
+from specdemo.theory import expected_speedup, expected_tokens_per_pass
+
+# One run as race.record writes it: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a
+# verify pass that costs 1.2 target steps at K = 1, rising by 0.1 step per draft.
 RUN = {"drafter": "model", "adaptive": False, "temperature": 1.0, "k": 2, "alpha": 0.5,
-       "alpha_per_token": 0.6, "speedup": 1.2, "c": 0.4}  # fmt: skip
+       "alpha_per_token": 0.6, "speedup": 1.2, "c": 0.4, "predicted_speedup": 1.5,
+       "cost_t_step": 0.010, "cost_t_draft": 0.004,
+       "cost_t_verify": [0.010 * (1.1 + 0.1 * k) for k in range(1, 9)],
+       "spec_tokens": 40, "spec_seconds": 2.0, "target_tokens": 40, "target_seconds": 2.4,
+       "prefill_seconds": 0.1, "draft_seconds": 0.5, "verify_seconds": 1.2,
+       "position_judged": [10, 6, 3], "position_kept": [6, 3, 1]}  # fmt: skip
 
 
 def names(fig) -> list[str]:
     return [trace.name for trace in fig.data]
 
 
-def test_session_chart_draws_the_theory_from_the_measured_alpha_and_c():
-    fig = charts.session_chart([RUN, {**RUN, "k": 4, "c": 0.5}])
-    [theory] = [n for n in names(fig) if "theory" in n]
-    assert "α per draft=0.60" in theory and "c=0.45" in theory
+def trace(fig, name: str):
+    [found] = [t for t in fig.data if t.name == name]
+    return found
 
 
-def test_runs_without_a_measured_c_get_no_theory_curve():
-    fig = charts.session_chart([{**RUN, "c": None}, {**RUN, "temperature": 0.0}])
-    assert [n for n in names(fig) if "theory" in n] == ["T=0 theory (α per draft=0.60, c=0.40)"]
+def test_the_textbook_curve_charges_a_verify_as_one_step_at_the_measured_alpha_and_c():
+    fig = session_charts.session_chart([RUN, {**RUN, "k": 4, "cost_t_draft": 0.005}])
+    textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
+    assert list(textbook.x) == list(range(1, 17))
+    assert list(textbook.y) == pytest.approx([expected_speedup(0.6, k, 0.45) for k in range(1, 17)])
+    assert "α per draft 0.60, c 0.45" in textbook.hovertemplate
+
+
+def test_the_predicted_curve_charges_the_measured_verify_and_lies_below_the_textbook():
+    fig = session_charts.session_chart([RUN])
+    predicted = trace(fig, "T=1 predicted from measured costs")
+    textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
+    measured = costs.run_costs(RUN)
+    assert list(predicted.x) == list(range(1, 9))  # the K with a measured verify pass
+    assert list(predicted.y) == pytest.approx([measured.speedup(0.6, k) for k in range(1, 9)])
+    assert all(p < t for p, t in zip(predicted.y, textbook.y, strict=False))  # verify > 1 step
+    assert list(predicted.customdata) == pytest.approx([1.1 + 0.1 * k for k in range(1, 9)])
+    best = trace(fig, "T=1 best K predicted")
+    assert best.y[0] == max(predicted.y) and best.text[0] == f"best K = {best.x[0]}"
+
+
+def test_a_verify_at_one_step_and_a_free_draft_make_the_two_curves_one():
+    free = {**RUN, "cost_t_draft": 0.0, "cost_t_verify": [0.010] * 8}
+    curve = costs.group_curves(costs.group_key(free), [free])
+    assert [curve.predicted[k] for k in range(1, 9)] == pytest.approx(
+        [curve.textbook[k] for k in range(1, 9)]
+    )
+    assert curve.predicted[3] == pytest.approx(expected_tokens_per_pass(0.6, 3))
+
+
+def test_runs_recorded_without_costs_get_no_curves():
+    fig = session_charts.session_chart([{**RUN, "cost_t_verify": None}, {**RUN, "temperature": 0}])
+    assert [n for n in names(fig) if "textbook" in n or "predicted" in n] == [
+        "T=0 textbook theory (verify = 1 step)",
+        "T=0 predicted from measured costs",
+        "T=0 best K predicted",
+    ]
+    assert "no" in costs.cost_note([{**RUN, "cost_t_verify": None}])
+
+
+def test_the_note_quotes_the_measured_verify_cost_and_both_peaks():
+    runs = [{**RUN, "k": 4}]
+    curve = costs.group_curves(costs.group_key(RUN), runs)
+    note = costs.cost_note(runs)
+    assert "verifying 5 tokens (K = 4) costs 1.50 target steps" in note
+    assert "a draft step 0.40 of one" in note
+    best, textbook = curve.best_k, curve.textbook_best_k
+    assert f"peaks at {curve.predicted[best]:.2f}× (K = {best})" in note
+    assert f"peaks at {curve.textbook[textbook]:.2f}× (K = {textbook})" in note
+    # Prefill (0.1 s) and the rest (2.0 - 0.1 - 0.5 - 1.2 s) are 15% of the run; 1.2 / 1.5 = 80%.
+    assert "15% of their time" in note and "reach 80% of the speedup predicted" in note
+
+
+def test_the_note_speaks_of_the_latest_runs_settings_and_a_free_lookup_draft():
+    runs = [RUN, {**RUN, "drafter": "lookup", "k": "auto", "cost_t_draft": 0.0}]
+    note = costs.cost_note(runs)
+    best = costs.group_curves(costs.group_key(runs[1]), runs[1:]).best_k
+    assert "(T=1 lookup" in note and f"(K = {best}) costs" in note
+    assert "costs no model step" in note
+    assert costs.cost_note([]) == costs.NOTE_PLACEHOLDER
+
+
+def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
+    split = costs.time_split(RUN)
+    assert split["other"] == pytest.approx(0.2) and sum(split.values()) == pytest.approx(2.0)
+    fig = session_charts.breakdown_chart([RUN, {**RUN, "k": 4, "spec_seconds": 3.0}])
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == list(costs.TIME_PARTS)
+    for row, (seconds, tokens) in enumerate([(3.0, 40), (2.0, 40)]):  # newest first
+        assert sum(t.x[row] for t in bars) * tokens / 1000 == pytest.approx(seconds)
+    assert list(bars[0].y) == ["#2 K=4 T=1", "#1 K=2 T=1"]
+    assert list(trace(fig, "target alone").x) == pytest.approx([60.0, 60.0])  # 2.4 s / 40 tokens
+
+
+def test_acceptance_by_position_beside_the_one_alpha_of_the_iid_formula():
+    runs = [RUN, {**RUN, "position_judged": [10, 4], "position_kept": [8, 3]}]
+    assert costs.position_counts(runs) == ([20, 10, 3], [14, 6, 1])
+    fig = session_charts.breakdown_chart(runs)
+    kept = trace(fig, "T=1 kept at each position")
+    assert list(kept.x) == [1, 2, 3] and list(kept.y) == pytest.approx([0.7, 0.6, 1 / 3])
+    assert list(kept.customdata) == [20, 10, 3]
+    flat = trace(fig, "T=1 i.i.d. formula: α per draft = 0.64 at every position")
+    assert list(flat.y) == pytest.approx([21 / 33, 21 / 33])
 
 
 def test_empty_charts_say_what_will_appear():
     assert charts.rounds_chart([], []).layout.annotations[0].text.startswith("Accepted")
-    assert "Sweep" in charts.session_chart([]).layout.annotations[0].text
+    assert "Sweep" in session_charts.session_chart([]).layout.annotations[0].text
+    assert "time goes" in session_charts.breakdown_chart([]).layout.annotations[0].text
 
 
 def test_session_chart_names_each_drafter_in_the_legend():
     runs = [RUN, {**RUN, "drafter": "lookup"}, {**RUN, "drafter": "hybrid", "adaptive": True}]
-    assert {n for n in names(charts.session_chart(runs)) if "theory" not in n} == {
+    fig = session_charts.session_chart(runs)
+    assert {t.name for t in fig.data if t.mode == "lines+markers"} == {
         "T=1",
         "T=1 lookup",
         "T=1 hybrid adaptive",
@@ -37,7 +130,7 @@ def test_session_chart_names_each_drafter_in_the_legend():
 
 def test_auto_k_runs_are_stars_at_the_mean_k_they_chose():
     runs = [RUN, {**RUN, "k": "auto", "mean_k": 2.6, "speedup": 1.4}]
-    fig = charts.session_chart(runs)
+    fig = session_charts.session_chart(runs)
     stars = [t for t in fig.data if t.name == "T=1 auto K (at its mean K)"]
     assert [(list(t.x), list(t.y)) for t in stars] == [([2.6], [0.5]), ([2.6], [1.4])]
     line = next(t for t in fig.data if t.name == "T=1" and t.mode == "lines+markers")
@@ -48,3 +141,13 @@ def test_the_rounds_chart_shows_the_k_each_round_drafted():
     fig = charts.rounds_chart([1, 0, 3], [2, 1, 3])
     proposed = next(t for t in fig.data if t.name == "drafts proposed")
     assert list(proposed.y) == [2, 1, 3] and fig.layout.yaxis.range[1] == 3.3
+
+
+def test_the_rounds_chart_marks_the_k_asked_and_labels_each_plain_step():
+    fig = charts.rounds_chart([2, 0, 0, 1], [2, 0, 0, 3], asked=[2, 0, 0, 4])
+    assert list(trace(fig, "K asked").y) == [2, 0, 0, 4] and fig.layout.yaxis.range[1] == 4.3
+    plain = trace(fig, charts.K_ZERO)
+    assert list(plain.x) == [2, 3] and all(charts.K_ZERO in text for text in plain.hovertext)
+    [note] = fig.layout.annotations
+    assert note.text == "K = 0 — drafting would not pay here" and note.x == 2
+    assert not charts.rounds_chart([1], [2], asked=[2]).layout.annotations

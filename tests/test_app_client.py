@@ -144,14 +144,32 @@ def test_sweep_fills_the_grid(client):
     assert "theory" in plot["plot"]
 
 
+EXACT_ARGS = {"prompt": PROMPT, "temperature": 1.0, "top_p": 1.0, "k": 4, "n": 20_000, "seed": 0}
+
+
 def test_exactness_check(shared_client):
-    _, summary, greedy, details = shared_client.predict(
-        prompt=PROMPT, temperature=1.0, top_p=1.0, k=4, n=20_000, seed=0, api_name="/exactness"
-    )
+    _, _, summary, greedy, details = shared_client.predict(**EXACT_ARGS, api_name="/exactness")
     assert details["sampling"]["tv_speculative"] < 0.05
     assert details["sampling"]["p_value_speculative"] > 0.001
+    assert details["pairs"]["p_value_speculative"] > 0.001
     assert details["greedy"]["identical"] and "identical" in greedy
-    assert "Total-variation" in summary
+    assert "Total-variation" in summary and "follows p exactly" in summary
+
+
+def test_the_rule_lab_separates_the_exact_rule_from_broken_ones(shared_client):
+    p_values = {}
+    for rule in ("exact", "always-accept", "resample-from-p", "greedy-draft"):
+        *_, summary, _, details = shared_client.predict(
+            **EXACT_ARGS, rule=rule, api_name="/exactness"
+        )
+        p_values[rule] = (
+            details["sampling"]["p_value_speculative"],
+            details["pairs"]["p_value_speculative"],
+        )
+        assert details["sampling"]["rule"] == rule
+        assert ("do not follow p" in summary) == (rule != "exact")
+    assert min(p_values["exact"]) > 0.001
+    assert sum(max(p) < 1e-6 for rule, p in p_values.items() if rule != "exact") >= 2, p_values
 
 
 def test_step_through_keeps_its_context_per_session(client):
@@ -189,9 +207,9 @@ def test_bad_input_comes_back_as_a_clear_error(shared_client, endpoint, changes,
 
 def test_bad_exactness_input_comes_back_as_a_clear_error(shared_client):
     with pytest.raises(AppError, match="N must be between"):
-        shared_client.predict(
-            prompt=PROMPT, temperature=1.0, top_p=1.0, k=4, n=10, seed=0, api_name="/exactness"
-        )
+        shared_client.predict(**{**EXACT_ARGS, "n": 10}, api_name="/exactness")
+    with pytest.raises(AppError, match="Rule must be one of"):
+        shared_client.predict(**EXACT_ARGS, rule="sometimes", api_name="/exactness")
 
 
 def test_nan_is_refused_with_a_message(url):

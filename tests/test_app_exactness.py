@@ -3,8 +3,10 @@
 import pytest
 import torch
 
-from specdemo.app import exactness
+from specdemo.app import exactness, joint
 from specdemo.app.config import encode, parse_run
+from specdemo.engine import make_generator
+from specdemo.sampling import RULES
 
 PROMPT = "Write a Python function that checks whether a number is prime."
 
@@ -58,3 +60,32 @@ def test_greedy_check_finds_the_tiny_pair_identical(pair):
     assert "identical" in exactness.greedy_markdown(check, 4, "fp32")
     parted = exactness.GreedyCheck(False, 10, 3, "a", "b", 0.001)
     assert "part at new token 4" in exactness.greedy_markdown(parted, 4, "4bit")
+
+
+def test_the_first_two_tokens_follow_the_exact_joint(pair):
+    config = parse_run(PROMPT, temperature=1.0)
+    ids = encode(pair, config)
+    pairs = joint.measure_pairs(pair, ids, config.sampling, 20_000, make_generator(0, "cpu"))
+    assert pairs.p_value_speculative > 0.001 and pairs.p_value_direct > 0.001
+    assert pairs.tv_speculative < 0.05 and pairs.first_tokens > 1
+    # The shown bins are the most likely pairs, p(a) p(b | a) computed here without the cache.
+    p1 = exactness.next_token_probs(pair.target, ids, config.sampling).double()
+    a = int(p1.argmax())
+    p2 = exactness.next_token_probs(pair.target, ids + [a], config.sampling).double()
+    b = int(p2.argmax())
+    best_with_a = p1[a].item() * p2[b].item()
+    assert max(pairs.p[:-1]) >= best_with_a - 1e-6
+    assert sum(pairs.p) == pytest.approx(1.0) and sum(pairs.speculative) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", [name for name in RULES if name != "exact"])
+def test_each_mistaken_rule_fails_both_checks(pair, name):
+    config = parse_run(PROMPT, temperature=1.0)
+    ex = exactness.measure(pair, config, 20_000, rule=RULES[name])
+    pairs = joint.measure_pairs(
+        pair, encode(pair, config), config.sampling, 20_000, make_generator(0, "cpu"), RULES[name]
+    )
+    assert ex.p_value_speculative < 1e-6 and pairs.p_value_speculative < 1e-6
+    assert ex.p_value_direct > 1e-3  # the reference draws are unaffected by the rule
+    text = exactness.markdown(ex, pairs)
+    assert RULES[name].label in text and "do not follow p" in text

@@ -98,10 +98,21 @@ def test_sweep_records_each_cell_as_it_finishes(pair):
 
 
 def test_exactness_reports_histograms_and_the_greedy_check(pair):
-    plot, summary, greedy, details = handlers.exactness(pair, PROMPT, 1.0, 0.9, 4, 2000, 1)
+    plot, joint_plot, summary, greedy, details = handlers.exactness(
+        pair, PROMPT, 1.0, 0.9, 4, 2000, 1
+    )
     assert "Total-variation" in summary and "identical" in greedy
     assert details["greedy"]["identical"] is True and details["sampling"]["n"] == 2000
-    assert plot.data[0].name == "exact p"
+    assert details["pairs"]["n"] == 2000 and "First two tokens" in summary
+    assert plot.data[0].name == "exact p" and joint_plot.data[0].name == "exact p"
+    assert "·" in joint_plot.data[0].x[0]  # a bar per (first, second) pair
+
+
+def test_a_mistaken_rule_needs_sampling_and_a_known_name(pair):
+    with pytest.raises(gr.Error, match="differ only when sampling"):
+        handlers.exactness(pair, PROMPT, temperature=0.0, rule="always-accept")
+    with pytest.raises(gr.Error, match="Rule must be one of"):
+        handlers.exactness(pair, PROMPT, rule="accept-when-lucky")
 
 
 def test_step_keeps_its_context_until_reset(pair):

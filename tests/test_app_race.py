@@ -1,10 +1,15 @@
-"""The race on the tiny pair: greedy agreement, both drafters, the recorded row, the sweep."""
+"""The race on the tiny pair: greedy agreement, both drafters, the recorded row (with the numbers
+behind the cost model and the charts that explain a speedup), the sweep."""
+
+import json
 
 import pytest
 
-from specdemo.app import race
+from specdemo.app import costs, race
 from specdemo.app.config import encode, parse_run
-from specdemo.theory import predicted_speedup
+from specdemo.app.session import RESULT_COLUMNS, results_table
+from specdemo.profile import PROFILE_KS
+from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
 
 PROMPT = "Write a Python function that checks whether a number is prime."
 
@@ -91,3 +96,51 @@ def test_auto_k_runs_record_the_mean_k_they_chose(pair):
     assert row["k"] == "auto" and row["mean_k"] == pytest.approx(sum(spec.asked) / len(spec.asked))
     assert row["predicted_speedup"] is None  # one formula needs one k
     assert "Mean K per round" in race.comparison_markdown(spec, None)
+
+
+def test_each_draft_position_counts_the_rounds_that_judged_and_kept_it():
+    # Rounds (k, kept): (3, 2) judges positions 1-3 and keeps 1-2; (2, 0) judges only position 1;
+    # (3, 3) keeps all three; a plain step (0, 0) judges nothing.
+    spec = race.SpecRun(tokens=[1] * 9, accepted=[2, 0, 3, 0], drafted=[3, 2, 3, 0])
+    target = race.TargetRun(tokens=[1] * 9, step_seconds=[0.1] * 9, seconds=0.9)
+    row = race.record(parse_run(PROMPT, k=3), spec, target)
+    assert row["position_judged"] == [3, 2, 2] and row["position_kept"] == [2, 2, 1]
+
+
+def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
+    config = parse_run(PROMPT, k=3, temperature=1.0, max_new_tokens=24)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    target = race.last(race.run_target(pair, config, ids))
+    row = race.record(config, spec, target)
+    json.loads(json.dumps(row))  # the session exports it as it stands
+    s, profile = spec.stats, spec.profile
+    assert row["cost_t_step"] == target.t_step and row["cost_t_draft"] == s.t_draft
+    assert row["cost_t_verify"] == [profile.t_verify[k] for k in PROFILE_KS]
+    assert costs.run_costs(row).verify_cost(3) == pytest.approx(profile.t_verify[3] / target.t_step)
+    split = costs.time_split(row)
+    assert split["verify passes"] == s.verify_time and split["prefill"] == s.prefill_time
+    assert sum(split.values()) == pytest.approx(spec.seconds)
+    expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
+    assert row["expected_tokens_per_pass"] == pytest.approx(sum(expected) / len(expected))
+    assert sum(row["position_judged"]) == s.accepted + s.rejected  # alpha_per_token's judged
+
+
+def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
+    profile = StepCosts(t_step=0.02, t_draft=0.01, t_verify={1: 0.025, 2: 0.03})
+    spec = race.SpecRun(tokens=[1, 2], profile=profile)
+    short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
+    row = race.record(parse_run(PROMPT, drafter="lookup"), spec, short)
+    assert row["c"] is None and row["cost_t_step"] == 0.02 and row["cost_t_verify"] == [0.025, 0.03]
+    assert row["cost_t_draft"] == 0.01  # this run drafted nothing itself
+
+
+def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():
+    row = {"k": 2, "temperature": 1.0, "drafter": "model", "alpha": 0.5, "tokens_per_pass": 2.1,
+           "expected_tokens_per_pass": 1.96, "spec_tokens_per_s": 30.0, "c": 0.4,
+           "target_tokens_per_s": 25.0, "speedup": 1.2, "predicted_speedup": 1.5}  # fmt: skip
+    [cells] = results_table([row])
+    table = dict(zip(RESULT_COLUMNS, cells, strict=True))
+    assert table["tokens/pass expected (i.i.d.)"] == 1.96 and table["efficiency"] == 0.8
+    [cells] = results_table([{**row, "predicted_speedup": None}])
+    assert dict(zip(RESULT_COLUMNS, cells, strict=True))["efficiency"] == ""

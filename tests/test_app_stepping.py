@@ -1,8 +1,10 @@
 """The step-through on the tiny pair: a growing context, and every kind of round explained."""
 
 import pytest
+import torch
 
-from specdemo.app import charts, stepping
+from specdemo import drafters
+from specdemo.app import charts, microscope, stepping
 from specdemo.app.config import parse_run
 from specdemo.records import Round
 from specdemo.text import token_labels
@@ -12,28 +14,28 @@ PROMPT = "Write a Python function that checks whether a number is prime."
 
 def test_step_through_advances_the_context(pair):
     config = parse_run(PROMPT, k=3, temperature=1.0)
-    state, r = stepping.step(pair, config, None)
+    state, r, _ = stepping.step(pair, config, None)
     assert len(state.context) - state.prompt_len == len(r.tokens) == r.n_accepted + 1
-    state2, r2 = stepping.step(pair, config, state)
+    state2, r2, _ = stepping.step(pair, config, state)
     assert state2.context[: len(state.context)] == state.context and state2.steps == 2
     rows = stepping.step_rows(r2, pair.tokenizer)
     assert len(rows) == r2.k + 1 and rows[-1][-1].startswith(("bonus", "resampled"))
     draft, verify, accept = stepping.step_markdown(r2, pair.tokenizer, config)
     assert "Draft" in draft and "one" in verify and ("rejected" in accept or "bonus" in accept)
-    restarted, _ = stepping.step(pair, parse_run("Another prompt", k=3), state2)
+    restarted, _, _ = stepping.step(pair, parse_run("Another prompt", k=3), state2)
     assert restarted.steps == 1
 
 
 def test_the_same_seed_replays_the_same_round(pair):
     config = parse_run(PROMPT, k=3, temperature=1.0, seed=5)
-    first, _ = stepping.step(pair, config, None)
-    again, _ = stepping.step(pair, config, None)
+    first, _, _ = stepping.step(pair, config, None)
+    again, _, _ = stepping.step(pair, config, None)
     assert first == again
 
 
 def test_a_finished_answer_or_a_full_context_asks_for_reset(pair):
     config = parse_run(PROMPT, k=3)
-    state, _ = stepping.step(pair, config, None)
+    state, _, _ = stepping.step(pair, config, None)
     with pytest.raises(ValueError, match="The answer is finished"):
         stepping.step(pair, config, stepping.StepState(**{**state.__dict__, "finished": True}))
     full = state.context + (0,) * stepping.STEP_LIMIT
@@ -48,11 +50,14 @@ def test_step_through_explains_every_kind_of_round(pair, drafter, temperature):
     config = parse_run(PROMPT + " " + PROMPT, k=4, temperature=temperature, drafter=drafter)
     state = None
     for _ in range(3):
-        state, r = stepping.step(pair, config, state)
+        state, r, scope = stepping.step(pair, config, state)
         draft, verify, accept = stepping.step_markdown(r, pair.tokenizer, config)
         assert draft.startswith("**1 · Draft.**") and accept.startswith("**3 · Accept")
         assert len(stepping.step_rows(r, pair.tokenizer)) == r.k + 1
         charts.step_chart(r, lambda ids: token_labels(pair.tokenizer, ids))
+        note = microscope.markdown(scope, r, pair.tokenizer)
+        assert ("one-hot" in note) == (temperature == 0) and microscope.chart(scope).layout
+        assert scope.kind == "greedy" if temperature == 0 else scope.p
 
 
 def test_a_hybrid_rounds_draft_note_names_the_drafter_that_ran(pair):
@@ -67,3 +72,91 @@ def test_a_hybrid_rounds_draft_note_names_the_drafter_that_ran(pair):
     assert "hybrid drafter found the last 3 tokens earlier" in draft and "q(x) = 1" in draft
     draft, _, _ = stepping.step_markdown(guessed, pair.tokenizer, config)
     assert "hybrid drafter found no earlier copy" in draft and "draft model guessed 2" in draft
+
+
+def step_until(pair, config, wanted, steps: int = 20):
+    """Step from a fresh context until `wanted(round)`; the round, the context it ran on and its
+    microscope."""
+    state = None
+    for _ in range(steps):
+        context = state.context if state else None
+        state, r, scope = stepping.step(pair, config, state)
+        if wanted(r):
+            return context or state.context[: state.prompt_len], r, scope
+    pytest.fail(f"no such round in {steps} steps")
+
+
+def independent_probs(model, ids: list[int], temperature: float) -> torch.Tensor:
+    """softmax(logits / T) at the last position, straight from the model (float64)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+    return torch.softmax(logits / temperature, -1)
+
+
+def test_the_microscope_shows_p_and_q_at_the_rejected_guess(pair):
+    """Its p and q are the ones the round judged with; the overlap and the residual are the
+    paper's min(p, q) and max(0, p − q) / Σ, and together they account for all of p."""
+    config = parse_run(PROMPT, k=4, temperature=0.8, seed=3)
+    context, r, m = step_until(pair, config, lambda r: not r.bonus)
+    n = r.n_accepted
+    assert (m.kind, m.position, m.drafted, m.drawn) == ("rejected", n, r.draft[n], r.next_token)
+    assert m.p_x == pytest.approx(r.p_x[n], abs=1e-6)
+    assert m.q_x == pytest.approx(r.q_x[n], abs=1e-6)
+
+    ids = list(context) + r.draft[:n]
+    p = independent_probs(pair.target, ids, 0.8)
+    q = independent_probs(pair.draft, ids, 0.8)
+    overlap = torch.minimum(p, q)
+    rest = (p - q).clamp_min(0) / (p - q).clamp_min(0).sum()
+    assert m.kept == pytest.approx(float(overlap.sum()), abs=1e-5)
+    assert m.kept + m.left == pytest.approx(1.0, abs=1e-5)
+    assert 0 < m.kept < 1
+    shown = m.tokens
+    assert m.drafted in shown and m.drawn in shown and len(m.labels) in (len(shown), len(shown) + 1)
+    for got, want in ((m.p, p), (m.q, q), (m.overlap, overlap), (m.residual, rest)):
+        assert got[: len(shown)] == pytest.approx(want[shown].tolist(), abs=1e-5)
+        assert sum(got) == pytest.approx(float(want.sum()), abs=1e-5)  # the "others" bar
+    # The engine drew its replacement from this very residual.
+    for token, prob in r.residual_top:
+        assert float(rest[token]) == pytest.approx(prob, abs=1e-5)
+    assert m.residual[shown.index(m.drafted)] == 0.0  # the guess had p < q: nothing left of it
+
+    note = microscope.markdown(m, r, pair.tokenizer)
+    assert note.startswith(f"**Σ min(p, q) = {m.kept:.2f}: the chance a draft token is kept")
+    fig = microscope.chart(m)
+    names = [trace.name or "" for trace in fig.data]
+    assert any(name.startswith("min(p, q)") for name in names)
+    assert any(name.startswith("max(0, p − q)") for name in names)
+
+
+def test_the_microscopes_q_comes_from_the_drafters_cut_head(pair, monkeypatch):
+    """A draft whose output layer is cut proposes from the cut head's q; the microscope
+    recomputes that q, not the full head's."""
+    monkeypatch.setattr(drafters, "AUTO_HEAD_ROWS", 150)  # the tiny vocab of 400 gets cut
+    config = parse_run(PROMPT, k=4, temperature=1.0, seed=1)
+    context, r, m = step_until(pair, config, lambda r: not r.bonus)
+    n = r.n_accepted
+    assert m.q_x == pytest.approx(r.q_x[n], abs=1e-6)
+    assert m.p_x == pytest.approx(r.p_x[n], abs=1e-6)
+    full = independent_probs(pair.draft, list(context) + r.draft[:n], 1.0)
+    assert abs(float(full[r.draft[n]]) - r.q_x[n]) > 1e-3  # the full head would disagree
+    assert all(q == 0 for t, q in zip(m.tokens, m.q, strict=False) if t >= 150)
+
+
+def test_a_copied_guess_has_all_of_q_on_it(pair):
+    config = parse_run(PROMPT + " " + PROMPT, k=4, temperature=1.0, drafter="lookup")
+    _, r, m = step_until(pair, config, lambda r: r.k and not r.bonus)
+    assert m.source == "lookup" and m.q_x == 1.0 and sum(m.q) == pytest.approx(1.0)
+    assert m.kept == pytest.approx(m.p_x)  # Σ min(p, one-hot at x) = p(x)
+    assert m.p_x == pytest.approx(r.p_x[r.n_accepted], abs=1e-6)
+    assert "a copied guess" in microscope.markdown(m, r, pair.tokenizer)
+
+
+def test_after_a_full_accept_the_microscope_shows_p_at_the_bonus_position(pair):
+    config = parse_run(PROMPT, k=2, temperature=1.0, seed=2)
+    _, r, m = step_until(pair, config, lambda r: r.bonus and r.k)
+    assert m.kind == "bonus" and m.position == r.k and m.q == [] and m.kept is None
+    assert m.residual == m.p and sum(m.p) == pytest.approx(1.0, abs=1e-5)
+    for token, prob in r.residual_top:  # the engine's bonus came from this p
+        assert m.p[m.tokens.index(token)] == pytest.approx(prob, abs=1e-5)
+    assert "bonus token" in microscope.markdown(m, r, pair.tokenizer)

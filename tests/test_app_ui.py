@@ -48,7 +48,10 @@ def test_each_endpoint_is_its_handler_with_the_pair_bound(app):
         "k",
         "n",
         "seed",
+        "rule",
     ]
+    rule = api["/exactness"]["parameters"][-1]
+    assert rule["label"] == "Acceptance rule" and rule["parameter_default"] == "exact"
 
 
 def test_gpu_work_runs_under_spaces_gpu_only_on_a_gpu_space(monkeypatch):

@@ -127,3 +127,37 @@ def test_stop_cancels_a_run_mid_way(page):
     comparison = page.inner_text("#comparison")
     assert "identical" not in comparison and "agree" not in comparison
     assert page.locator("#session-plot .js-plotly-plot .scatterlayer .point").count() == 0
+
+
+def test_step_through_zooms_in_on_the_rejected_guess(page):
+    """Step until a round ends in a rejection; p and q at that guess are drawn and explained."""
+    page.get_by_role("tab", name="Step through").click()
+    note = "document.querySelector('#microscope-note').innerText"
+    for _ in range(8):
+        before = page.inner_text("#microscope-note")
+        page.click("#step")
+        page.wait_for_function(f"{note} !== {before!r} && {note}.trim() !== ''")
+        if "Σ min(p, q)" in page.inner_text("#microscope-note"):
+            break
+    text = page.inner_text("#microscope-note")
+    assert "the chance a draft token is kept here" in text and "was drawn from" in text
+    chart = page.locator("#microscope .js-plotly-plot")
+    assert chart.count() == 1
+    assert page.locator("#microscope .barlayer .point").count() > 0
+    svg = chart.text_content()
+    assert "p with q drawn over it" in svg and "Σ = " in svg and "guess ✗" in svg
+
+
+def test_a_run_explains_its_speedup_with_measured_costs(page):
+    page.click("#generate")
+    page.wait_for_function(
+        "document.querySelector('#cost-note').innerText.includes('Why the two curves differ')"
+    )
+    note = page.inner_text("#cost-note")
+    assert "target steps on this machine" in note and "textbook" in note
+    session = page.locator("#session-plot .js-plotly-plot").text_content()
+    assert "predicted from measured costs" in session and "verify = 1 step" in session
+    page.wait_for_selector("#breakdown-plot .barlayer .point")
+    breakdown = page.locator("#breakdown-plot .js-plotly-plot").text_content()
+    assert "Where the time goes" in breakdown and "kept at each position" in breakdown
+    assert page.locator("#breakdown-plot .barlayer .point").count() >= 3

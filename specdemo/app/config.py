@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
-from specdemo.sampling import SamplingConfig
+from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -39,7 +39,7 @@ DEFAULTS = {
     "n": 20_000,
 }
 # The other tabs start where their lesson shows best: sampling at T = 1; K = 4 to step through.
-EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0}
+EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0, "rule": EXACT.name}
 STEP_DEFAULTS = {**DEFAULTS, "k": 4, "temperature": 1.0}
 SWEEP_DEFAULTS = {"ks": (1, 2, 4, "auto"), "temperatures": (0.0, 1.0)}
 DRAFTERS = {
@@ -120,6 +120,18 @@ def parse_run(
         drafter=drafter,
         adaptive=bool(adaptive),
     )
+
+
+def parse_rule(rule, temperature: float) -> AcceptanceRule:
+    """The exactness tab's acceptance rule, by name; a mistake only shows when sampling."""
+    if not isinstance(rule, str) or rule not in RULES:
+        raise ValueError(f"Rule must be one of {', '.join(RULES)}; got {rule!r}.")
+    if RULES[rule] != EXACT and temperature == 0:
+        raise ValueError(
+            "The acceptance rules differ only when sampling: at temperature 0 a draft is kept "
+            "when it equals the target's argmax. Raise the temperature to compare rules."
+        )
+    return RULES[rule]
 
 
 def parse_samples(n) -> int:

@@ -1,8 +1,10 @@
 """The live exactness check: does the speculative path sample the target's distribution?
 
-``measure`` draws the next token N times through the accept/resample rule and N times straight
-from p, and compares both with p computed in one forward pass (histograms, total variation, χ²);
-``greedy_check`` runs both ways at temperature 0 and compares the token ids.
+``measure`` draws the next token N times through the accept/resample rule (the exact one, or one
+of the classic mistakes in ``sampling.RULES``) and N times straight from p, and compares both with
+p computed in one forward pass (histograms, total variation, χ²); ``joint.measure_pairs`` does
+the same for the first two tokens; ``greedy_check`` runs both ways at temperature 0 and compares
+the token ids.
 """
 
 from dataclasses import dataclass, replace
@@ -14,7 +16,15 @@ from specdemo.app.config import RunConfig, encode
 from specdemo.app.race import common_prefix, last, run_speculative, run_target
 from specdemo.engine import make_generator
 from specdemo.lm import forward
-from specdemo.sampling import SamplingConfig, first_token_samples, logits_to_probs, pad_vocab
+from specdemo.sampling import (
+    EXACT,
+    RULES,
+    AcceptanceRule,
+    SamplingConfig,
+    first_token_samples,
+    logits_to_probs,
+    pad_vocab,
+)
 from specdemo.text import token_labels, token_text
 
 GREEDY_CHECK_TOKENS = 64
@@ -35,6 +45,7 @@ class Exactness:
     p_value_speculative: float  # χ² goodness of fit to p
     p_value_direct: float
     first_accept: float  # sum_x min(p, q): the chance the first draft token is kept
+    rule: str = EXACT.name
 
 
 @torch.inference_mode()
@@ -44,13 +55,15 @@ def next_token_probs(model, ids: list[int], sampling: SamplingConfig) -> torch.T
     return logits_to_probs(logits, sampling)[0]
 
 
-def measure(pair, config: RunConfig, n: int, top: int = 12) -> Exactness:
-    """n speculative and n direct draws of the first new token, against the exact p."""
+def measure(
+    pair, config: RunConfig, n: int, top: int = 12, rule: AcceptanceRule = EXACT, generator=None
+) -> Exactness:
+    """n draws of the first new token through `rule` and n direct ones, against the exact p."""
     ids = encode(pair, config)
     p = next_token_probs(pair.target, ids, config.sampling)
     q = next_token_probs(pair.draft, ids, config.sampling)
-    generator = make_generator(config.seed, p.device)
-    speculative = first_token_samples(p, q, n, generator).cpu()
+    generator = generator or make_generator(config.seed, p.device)
+    speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
     vocab = max(p.shape[-1], q.shape[-1])
@@ -77,6 +90,7 @@ def measure(pair, config: RunConfig, n: int, top: int = 12) -> Exactness:
         p_value_speculative=chi2_pvalue(counts_s, p),
         p_value_direct=chi2_pvalue(counts_d, p),
         first_accept=torch.minimum(p, q / q.sum()).sum().item(),
+        rule=rule.name,
     )
 
 
@@ -96,17 +110,49 @@ def chi2_pvalue(counts: torch.Tensor, p: torch.Tensor) -> float:
     return float(chisquare(observed, expect).pvalue)
 
 
-def markdown(ex: Exactness) -> str:
+SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p
+
+
+def markdown(ex: Exactness, joint=None) -> str:
+    """The verdict on the first token (and the first two, given ``joint.JointExactness``) under
+    the rule used, with the one sentence that says what that rule does."""
+    rule = RULES[ex.rule]
+    lines = [
+        f"**{rule.label}.** {rule.why}",
+        "",
+        f"**First token, {ex.n:,} draws each.** Total-variation distance to the exact p: "
+        f"speculative **{ex.tv_speculative:.4f}**, direct **{ex.tv_direct:.4f}**. χ² goodness "
+        f"of fit to p: speculative p-value **{pvalue(ex.p_value_speculative)}**, direct "
+        f"**{pvalue(ex.p_value_direct)}**.",
+    ]
+    if joint is not None:
+        lines += [
+            "",
+            f"**First two tokens, {joint.n:,} draws each** (the joint p(a)·p(b | a), "
+            f"{joint.first_tokens} distinct first tokens): speculative p-value "
+            f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
+        ]
+    failed = min(ex.p_value_speculative, joint.p_value_speculative if joint else 1.0)
+    lines += ["", verdict(failed < SUSPICIOUS, ex.first_accept)]
+    return "\n".join(lines)
+
+
+def verdict(failed: bool, first_accept: float) -> str:
+    if failed:
+        return (
+            "**The speculative draws do not follow p** (a p-value this small is far beyond "
+            "chance): this rule changes what the model says, not only how fast."
+        )
     return (
-        f"**{ex.n:,} draws each.** Total-variation distance to the exact p: "
-        f"speculative **{ex.tv_speculative:.4f}**, direct **{ex.tv_direct:.4f}**. "
-        f"χ² goodness of fit to p: speculative p-value **{ex.p_value_speculative:.3f}**, "
-        f"direct **{ex.p_value_direct:.3f}**.\n\n"
-        f"The draft's first token is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
+        f"The draft's first token is kept with probability Σ min(p, q) = {first_accept:.2f}; "
         "the rest of the time the target resamples from the residual max(0, p − q). Both "
         "distances are sampling noise of the same size (it shrinks like 1/√N), and a p-value "
         "is only suspicious when tiny (below 0.001) — the speculative path follows p exactly."
     )
+
+
+def pvalue(value: float) -> str:
+    return f"{value:.3f}" if value >= SUSPICIOUS else f"{value:.1e}"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from specdemo.app import charts, race, stepping
+from specdemo.app import charts, costs, joint, microscope, race, session_charts, stepping
 from specdemo.app import exactness as exact
 from specdemo.app.config import (
     DEFAULTS,
@@ -22,21 +22,27 @@ from specdemo.app.config import (
     SWEEP_DEFAULTS,
     encode,
     parse_grid,
+    parse_rule,
     parse_run,
     parse_samples,
 )
 from specdemo.app.session import Session, export, results_table
+from specdemo.engine import make_generator
 from specdemo.text import token_labels
 
 STREAM_EVERY = 0.1  # seconds between streamed updates (a slow round streams every round)
 CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
 
-SESSION_OUTPUTS = ("session_plot", "results", "csv_file", "json_file", "session")
+SESSION_OUTPUTS = (
+    "session_plot", "cost_note", "breakdown_plot", "results", "csv_file", "json_file", "session"
+)  # fmt: skip
 GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
 SWEEP_OUTPUTS = SESSION_OUTPUTS
-EXACTNESS_OUTPUTS = ("plot", "summary", "greedy", "details")
-STEP_OUTPUTS = ("text", "draft", "verify", "accept", "table", "plot", "state")
+EXACTNESS_OUTPUTS = ("plot", "joint_plot", "summary", "greedy", "details")
+STEP_OUTPUTS = (
+    "text", "draft", "verify", "accept", "table", "plot", "microscope", "microscope_note", "state"
+)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -79,7 +85,7 @@ def generate(
         session.spans = list(spec.spans)
         chart = gr.skip()
         if done or time.perf_counter() - charted > CHART_EVERY:
-            chart = charts.rounds_chart(spec.accepted, spec.drafted)
+            chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked)
             charted = time.perf_counter()
         spans = race.visible_spans(session.spans, show_rejected)
         yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
@@ -91,7 +97,7 @@ def generate(
         race.visible_spans(session.spans, show_rejected),
         list(target.spans),
         race.comparison_markdown(spec, target, config),
-        charts.rounds_chart(spec.accepted, spec.drafted),
+        charts.rounds_chart(spec.accepted, spec.drafted, spec.asked),
         *session_outputs(session),
     ]
 
@@ -119,9 +125,12 @@ def sweep(
 
 
 def session_outputs(session: Session) -> list:
-    """The session's chart, table, exports and the session itself (SESSION_OUTPUTS)."""
+    """The session's charts and the sentence on its curves, its table, exports and the session
+    itself (SESSION_OUTPUTS)."""
     csv_path, json_path = export(session)
-    return [charts.session_chart(session.runs), results_table(session.runs), csv_path, json_path,
+    runs = session.runs
+    return [session_charts.session_chart(runs), costs.cost_note(runs),
+            session_charts.breakdown_chart(runs), results_table(runs), csv_path, json_path,
             session]  # fmt: skip
 
 
@@ -132,17 +141,29 @@ def toggle_rejected(show_rejected, session: Session) -> list[tuple[str, str]]:
 def exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
+    rule=EXACT_DEFAULTS["rule"],
 ):  # fmt: skip
-    """Speculative and direct draws against p, then the greedy check (EXACTNESS_OUTPUTS)."""
+    """Draws of the first token and of the first two through the chosen acceptance rule and
+    straight from p, against the exact p; then the greedy check (EXACTNESS_OUTPUTS)."""
     with user_errors():
         config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
-        ex = exact.measure(pair, config, parse_samples(n))
+        n, rule = parse_samples(n), parse_rule(rule, config.temperature)
+        generator = make_generator(config.seed, pair.target.device)
+        ex = exact.measure(pair, config, n, rule=rule, generator=generator)
+        pairs = joint.measure_pairs(pair, encode(pair, config), config.sampling, n, generator, rule)
         check = exact.greedy_check(pair, config)
     return [
         charts.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
-        exact.markdown(ex),
+        charts.exactness_chart(
+            pairs.labels, pairs.p, pairs.speculative, pairs.direct, pairs.n, "The first two tokens"
+        ),
+        exact.markdown(ex, pairs),
         exact.greedy_markdown(check, config.k, pair.summary.precision),
-        {"sampling": dataclasses.asdict(ex), "greedy": dataclasses.asdict(check)},
+        {
+            "sampling": dataclasses.asdict(ex),
+            "pairs": dataclasses.asdict(pairs),
+            "greedy": dataclasses.asdict(check),
+        },
     ]
 
 
@@ -153,20 +174,23 @@ def step(
     """One round after the context in `state`, explained (STEP_OUTPUTS)."""
     with user_errors():
         config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
-        state, r = stepping.step(pair, config, state)
+        state, r, scope = stepping.step(pair, config, state)
     tokenizer = pair.tokenizer
     return [
         list(state.spans),
         *stepping.step_markdown(r, tokenizer, config),
         stepping.step_rows(r, tokenizer),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
+        microscope.chart(scope),
+        microscope.markdown(scope, r, tokenizer),
         state,
     ]
 
 
 def reset_step() -> list:
     """An empty step-through (STEP_OUTPUTS)."""
-    return [[], "", "", "", [], charts.placeholder(STEP_PLACEHOLDER), None]
+    empty = charts.placeholder(STEP_PLACEHOLDER)
+    return [[], "", "", "", [], empty, charts.placeholder(microscope.PLACEHOLDER), "", None]
 
 
 def model_markdown(summary) -> str:

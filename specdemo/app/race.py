@@ -14,10 +14,17 @@ from dataclasses import dataclass, field, replace
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
 from specdemo.drafters import make_drafter
-from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
+from specdemo.engine import (
+    autoregressive_generate,
+    make_generator,
+    resolve_k,
+    speculative_generate,
+)
+from specdemo.policy import Acceptance
 from specdemo.records import Stats
 from specdemo.render import round_spans
 from specdemo.text import Detokenizer
+from specdemo.theory import StepCosts, expected_tokens_per_pass
 
 SAME_DISTRIBUTION_NOTE = (
     "Both runs use the same seed. With temperature above 0 the two answers are different "
@@ -38,6 +45,7 @@ class SpecRun:
     drafted: list[int] = field(default_factory=list)  # per round (k, or fewer)
     asked: list[int] = field(default_factory=list)  # per round: the K chosen (or fixed)
     seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
+    profile: StepCosts | None = None  # this machine's step costs for the pair, as auto K uses
 
     @property
     def tokens_per_s(self) -> float:
@@ -87,6 +95,8 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
     )
     run, detok = SpecRun(), Detokenizer(pair.tokenizer)
+    # Measured once per pair (the app's warm-up does it), before the engine's clock starts.
+    run.profile = resolve_k("auto", pair.target, drafter).costs
     rounds = speculative_generate(
         pair.target,
         drafter,
@@ -149,8 +159,10 @@ def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tup
 
 
 def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
-    """One row of the session's results. The speculative run's c = t_draft / t_step takes its
-    t_step from the target-alone run (``TargetRun.t_step``); it is None when that is unknown."""
+    """One row of the session's results: plain numbers and lists (CSV and JSON export them).
+    The speculative run's c = t_draft / t_step takes its t_step from the target-alone run
+    (``TargetRun.t_step``); it is None when that is unknown. The cost model's numbers
+    (``costs.run_costs``) prefer the run's own plain step and draft step to the profile's."""
     s = spec.stats
     s.t_step = target.t_step
     greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
@@ -187,6 +199,32 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
         "target_passes": len(target.tokens),
         "speedup": spec.tokens_per_s / target.tokens_per_s if target.tokens_per_s else 0.0,
         "greedy_match": greedy_match,
+        **explaining(spec, target),
+    }
+
+
+def explaining(spec: SpecRun, target: TargetRun) -> dict:
+    """The record's numbers behind the charts that explain a speedup (``costs``): the i.i.d.
+    formula's tokens per pass at the run's α per draft and each round's k; the cost model's
+    seconds of a plain step and a draft step (the run's own where measured, else the profile's)
+    and of the profile's verify pass over k = 1, 2, ... drafts; where the time went; and per
+    draft position, how many rounds judged it and kept it."""
+    s, profile = spec.stats, spec.profile
+    expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
+    t_verify = [profile.t_verify[k] for k in sorted(profile.t_verify)] if profile else None
+    acceptance = Acceptance()
+    for k, n in zip(spec.drafted, spec.accepted, strict=True):
+        acceptance.add(k, n)
+    return {
+        "expected_tokens_per_pass": statistics.fmean(expected) if expected else None,
+        "cost_t_step": target.t_step or (profile.t_step if profile else None),
+        "cost_t_draft": s.t_draft if s.draft_passes else (profile.t_draft if profile else 0.0),
+        "cost_t_verify": t_verify,
+        "prefill_seconds": s.prefill_time,
+        "draft_seconds": s.draft_time,
+        "verify_seconds": s.verify_time,
+        "position_judged": acceptance.judged,
+        "position_kept": acceptance.kept,
     }
 
 

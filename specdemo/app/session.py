@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdemo.app.config import DRAFTERS
+from specdemo.app.costs import efficiency
 
+# Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
+# the run's measured α per draft and costs, and efficiency is measured / predicted speedup.
 RESULT_COLUMNS = [
     "run",
     "K",
@@ -21,10 +24,12 @@ RESULT_COLUMNS = [
     "drafter",
     "α",
     "tokens/pass",
+    "tokens/pass expected (i.i.d.)",
     "spec tok/s",
     "target tok/s",
     "speedup",
     "predicted",
+    "efficiency",
     "c",
 ]
 
@@ -63,7 +68,8 @@ def discard(session: Session | None) -> None:
 def results_table(runs: list[dict]) -> list[list]:
     """The session's runs as table rows, newest first (columns: RESULT_COLUMNS). c and the
     predicted speedup (``theory.StepCosts.speedup``) are blank where the target-alone run was
-    too short to time a plain step."""
+    too short to time a plain step; the expected tokens per pass
+    (``theory.expected_tokens_per_pass``) where a run has no rounds."""
     return [
         [
             i,
@@ -72,10 +78,12 @@ def results_table(runs: list[dict]) -> list[list]:
             DRAFTERS[r["drafter"]],
             round(r["alpha"], 3),
             round(r["tokens_per_pass"], 2),
+            _maybe(r.get("expected_tokens_per_pass"), 2),
             round(r["spec_tokens_per_s"], 1),
             round(r["target_tokens_per_s"], 1),
             round(r["speedup"], 2),
             _maybe(r["predicted_speedup"], 2),
+            _maybe(efficiency(r), 2),
             _maybe(r["c"], 3),
         ]
         for i, r in reversed(list(enumerate(runs, 1)))

@@ -1,22 +1,28 @@
 """The step-through: one speculative round at a time on a growing context, explained.
 
 ``step`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
-``gr.State``) and returns the grown state with the ``Round``; ``step_rows`` and ``step_markdown``
-turn that round into the table and the three plain-language notes the tab shows.
+``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
+whole vocabulary where the round ended, recomputed from the models. ``step_rows`` and
+``step_markdown`` turn the round into the table and the three plain-language notes the tab shows.
 """
 
 import contextlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import torch
 
 from specdemo.app.config import RunConfig, encode
-from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
+from specdemo.drafters import HYBRID_MIN_NGRAM, draft_model_of, make_drafter
 from specdemo.engine import make_generator, speculative_generate
-from specdemo.lm import eos_ids
+from specdemo.lm import eos_ids, forward
 from specdemo.records import Round
 from specdemo.render import round_spans
-from specdemo.text import Detokenizer, token_text
+from specdemo.sampling import logits_to_probs, pad_vocab, residual
+from specdemo.text import Detokenizer, token_labels, token_text
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
+TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar
+OTHERS = "all other tokens"
 STEP_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u", "verdict"]
 
 
@@ -33,7 +39,31 @@ class StepState:
     finished: bool = False
 
 
-def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, Round]:
+@dataclass(frozen=True)
+class Microscope:
+    """p and q where a round ended: at the first rejected guess, or at the bonus position after
+    a full accept (p only; there is no q there). Per-token lists follow `labels`: the top tokens,
+    then OTHERS, whose entries sum the rest of the vocabulary. At temperature 0 (kind "greedy")
+    p and q are one-hot and only the kind, position and tokens are filled in."""
+
+    kind: str  # "rejected", "bonus" or "greedy"
+    position: int  # the draft position examined, 0-based (= n_accepted)
+    drafted: int | None  # the rejected guess
+    drawn: int  # the target's token at that position
+    source: str = "model"  # who drafted: "model" or "lookup" (q one-hot on the copied token)
+    tokens: list[int] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    p: list[float] = field(default_factory=list)
+    q: list[float] = field(default_factory=list)  # empty after a full accept
+    overlap: list[float] = field(default_factory=list)  # min(p, q)
+    residual: list[float] = field(default_factory=list)  # max(0, p − q) / Σ; p after a full accept
+    kept: float | None = None  # Σ min(p, q) = 1 − TV(p, q): the chance a draft token is kept
+    left: float | None = None  # Σ max(0, p − q): the mass the residual renormalises
+    p_x: float | None = None  # p and q of the rejected guess
+    q_x: float | None = None
+
+
+def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, Round, Microscope]:
     """One speculative round on the current context; a new prompt starts a new context."""
     if state is None or (state.prompt, state.system) != (config.prompt, config.system):
         ids = encode(pair, replace(config, max_new_tokens=STEP_LIMIT))
@@ -58,6 +88,7 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
     )
     with contextlib.closing(rounds):
         r = next(rounds)
+    scope = microscope(pair, config, state.context, r, drafter)
     generated = list(state.context[state.prompt_len :])
     detok = Detokenizer(pair.tokenizer, generated)
     spans = round_spans(r, detok, show_rejected=True)
@@ -68,7 +99,69 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
         steps=state.steps + 1,
         finished=any(t in eos_ids(pair.target) for t in r.tokens),
     )
-    return state, r
+    return state, r, scope
+
+
+@torch.inference_mode()
+def microscope(pair, config: RunConfig, context, r: Round, drafter) -> Microscope:
+    """p and q at the position where round `r` (run on `context` by `drafter`) ended.
+
+    One target and one draft forward over the context plus the kept guesses, warped with the
+    run's sampling settings; q comes from the drafter's own head (it may be cut, ``lm.cut_head``)
+    and is zero-padded to the target's vocabulary, as the acceptance rule saw it.
+    """
+    i = r.n_accepted
+    kind = "greedy" if config.sampling.greedy else "bonus" if r.bonus else "rejected"
+    scope = Microscope(kind, i, r.rejected, r.next_token, r.source)
+    if kind == "greedy":
+        return scope
+    ids = list(context) + r.draft[:i]
+    logits, _ = forward(pair.target, ids, None)
+    p = logits_to_probs(logits, config.sampling)[0].double()  # (vocab,)
+    if kind == "bonus":
+        return _fill(scope, pair.tokenizer, p, None)
+    if r.source == "lookup":
+        q = torch.zeros_like(p)
+        q[r.rejected] = 1.0
+    else:
+        model = draft_model_of(drafter)
+        logits, _ = forward(model.model, ids, None, head=model.head)
+        q = pad_vocab(logits_to_probs(logits, config.sampling), p.shape[-1])[0]
+        q = q.to(p.device, torch.float64)
+    return _fill(scope, pair.tokenizer, p, q)
+
+
+def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None) -> Microscope:
+    """The microscope's numbers from (vocab,) float64 p and q (q None: p only)."""
+    score = p if q is None else torch.maximum(p, q)
+    shown = [t for t in (scope.drafted, scope.drawn) if t is not None]
+    for t in torch.topk(score, min(TOP_TOKENS, score.numel())).indices.tolist():
+        if len(shown) < TOP_TOKENS and t not in shown and score[t] > 0:
+            shown.append(t)
+    shown.sort(key=lambda t: -float(score[t]))
+    rows = {"p": p, "residual": p}
+    if q is not None:
+        rows = {"p": p, "q": q, "overlap": torch.minimum(p, q), "residual": residual(p, q)}
+    values = {name: row[shown].tolist() for name, row in rows.items()}
+    labels = token_labels(tokenizer, shown)
+    # The rest of the vocabulary as one bar, so that each kind of bar sums to the whole.
+    others = {name: max(float(row.sum()) - sum(values[name]), 0.0) for name, row in rows.items()}
+    if max(others.values()) > 1e-4:
+        labels.append(OTHERS)
+        for name, rest in others.items():
+            values[name].append(rest)
+    scope = replace(scope, tokens=shown, labels=labels, **values)
+    if q is None:
+        return scope
+    overlap = rows["overlap"]
+    x = scope.drafted
+    return replace(
+        scope,
+        kept=float(overlap.sum()),
+        left=float((p - overlap).sum()),
+        p_x=float(p[x]),
+        q_x=float(q[x]),
+    )
 
 
 def step_rows(r: Round, tokenizer) -> list[list]:

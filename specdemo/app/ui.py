@@ -12,7 +12,7 @@ import gradio as gr
 import torch
 
 from specdemo import models
-from specdemo.app import charts, handlers, race
+from specdemo.app import charts, costs, handlers, microscope, race, session_charts
 from specdemo.app.config import (
     DEFAULTS,
     DRAFTERS,
@@ -25,6 +25,7 @@ from specdemo.app.config import (
 from specdemo.app.session import RESULT_COLUMNS, Session, discard
 from specdemo.app.stepping import STEP_COLUMNS
 from specdemo.render import COLORS
+from specdemo.sampling import RULES
 
 try:  # On Hugging Face Spaces with a GPU (ZeroGPU), GPU work runs inside spaces.GPU.
     import spaces
@@ -57,8 +58,9 @@ INTRO = (
 )
 EXACT_INTRO = (
     "Draw the next token N times through the speculative accept/resample path and N times "
-    "straight from the target, and compare both with the target's exact probabilities. Below, "
-    "the greedy check runs both ways at temperature 0 and compares the token ids."
+    "straight from the target, and compare both with the target's exact probabilities; then the "
+    "same for the first two tokens together. Pick a mistaken acceptance rule to watch the test "
+    "catch it. Below, the greedy check runs both ways at temperature 0 and compares the token ids."
 )
 STEP_INTRO = (
     "Run speculative decoding one round at a time: what the draft guessed, what the target "
@@ -161,7 +163,13 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
         w["comparison"] = gr.Markdown(race.comparison_markdown(None, None), elem_id="comparison")
         gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
     w["rounds_plot"] = gr.Plot(charts.rounds_chart([], []), show_label=False, elem_id="rounds-plot")
-    w["session_plot"] = gr.Plot(charts.session_chart([]), show_label=False, elem_id="session-plot")
+    w["session_plot"] = gr.Plot(
+        session_charts.session_chart([]), show_label=False, elem_id="session-plot"
+    )
+    w["cost_note"] = gr.Markdown(costs.cost_note([]), elem_id="cost-note")
+    w["breakdown_plot"] = gr.Plot(
+        session_charts.breakdown_chart([]), show_label=False, elem_id="breakdown-plot"
+    )
     with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
         with gr.Row():
             w["ks"] = gr.CheckboxGroup(
@@ -200,9 +208,21 @@ def exact_tab(first: str) -> dict:
                 w["k"] = slider("k", "K", "for the greedy check", defaults=EXACT_DEFAULTS)
                 w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
             w["seed"] = seed_box()
+    w["rule"] = gr.Radio(
+        [(rule.label, name) for name, rule in RULES.items()],
+        value=EXACT_DEFAULTS["rule"],
+        label="Acceptance rule",
+        info="The exact rule, or a classic mistake: each runs through the same engine code "
+        "with one switch flipped",
+        elem_id="rule",
+    )
     w["check"] = gr.Button("Check", variant="primary", elem_id="check")
-    w["plot"] = gr.Plot(charts.placeholder("Histograms appear here"), show_label=False)
-    w["summary"] = gr.Markdown()
+    w["summary"] = gr.Markdown(elem_id="exact-summary")
+    with gr.Row():
+        w["plot"] = gr.Plot(charts.placeholder("Histograms appear here"), show_label=False)
+        w["joint_plot"] = gr.Plot(
+            charts.placeholder("The first two tokens appear here"), show_label=False
+        )
     w["greedy"] = gr.Markdown()
     with gr.Accordion("Raw numbers", open=False):
         w["details"] = gr.JSON(show_label=False)
@@ -210,7 +230,8 @@ def exact_tab(first: str) -> dict:
 
 
 def step_tab(first: str) -> dict:
-    """One round at a time: the answer so far, three phase notes, the table, the chart."""
+    """One round at a time: the answer so far, three phase notes, the table, the chart, and the
+    microscope on the position where the round ended (STEP_OUTPUTS)."""
     w = {}
     gr.Markdown(STEP_INTRO)
     with gr.Row():
@@ -233,6 +254,10 @@ def step_tab(first: str) -> dict:
             w[phase] = gr.Markdown(elem_classes="phase")
     w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round")
     w["plot"] = gr.Plot(charts.placeholder(handlers.STEP_PLACEHOLDER), show_label=False)
+    w["microscope"] = gr.Plot(
+        charts.placeholder(microscope.PLACEHOLDER), show_label=False, elem_id="microscope"
+    )
+    w["microscope_note"] = gr.Markdown(elem_id="microscope-note", elem_classes="phase")
     w["state"] = gr.State(None)
     return w
 

@@ -1,0 +1,163 @@
+"""The session's runs against the cost model, in numbers: pure functions of ``race.record`` rows.
+
+``group_curves`` gives a group of runs (one temperature and drafter) two speedup curves against
+K: the textbook's, which charges a round c*K + 1 target steps (verify = one step), and the one
+predicted from the costs measured on this machine (``theory.StepCosts``: a plain target step, a
+draft step, and the verify pass for each K that ``profile.costs_for`` timed). ``cost_note`` says,
+computed from those numbers, why the two differ; ``time_split`` and ``position_counts`` are where
+a run's time went and how often each draft position was kept.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from statistics import mean
+
+from specdemo.theory import StepCosts, expected_speedup
+
+K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
+TIME_PARTS = ("draft steps", "verify passes", "prefill", "other")
+NOTE_PLACEHOLDER = (
+    "*After a run: why the curve predicted from measured costs and the textbook's differ.*"
+)
+
+
+def group_key(run: dict) -> tuple:
+    return run["drafter"], run["adaptive"], run["temperature"]
+
+
+def groups(runs: list[dict]) -> list[tuple[tuple, list[dict]]]:
+    """The runs by (drafter, adaptive, temperature), in a fixed order (the charts' colours)."""
+    by_key = defaultdict(list)
+    for r in runs:
+        by_key[group_key(r)].append(r)
+    return sorted(by_key.items())
+
+
+def group_name(key: tuple) -> str:
+    drafter, adaptive, temperature = key
+    name = f"T={temperature:g}" + ("" if drafter == "model" else f" {drafter}")
+    return name + (" adaptive" if adaptive else "")
+
+
+def run_costs(run: dict) -> StepCosts | None:
+    """A run's step costs as the cost model charges them (``race.record``): a plain step and a
+    draft step, its own where it measured them, the profile's otherwise; the profile's verify
+    pass for K = 1, 2, .... None for a run recorded without them."""
+    t_verify, t_step = run.get("cost_t_verify"), run.get("cost_t_step")
+    if not t_verify or not t_step:
+        return None
+    return StepCosts(t_step, run["cost_t_draft"], dict(enumerate(t_verify, 1)))
+
+
+@dataclass(frozen=True)
+class Curves:
+    """One group's speedup against K: the textbook's and the one predicted from measured costs,
+    both at the group's mean per-draft acceptance rate `alpha`."""
+
+    name: str
+    alpha: float
+    costs: StepCosts  # the group's mean costs
+    textbook: dict[int, float]  # K -> E[tokens per pass] / (c*K + 1), K in K_AXIS
+    predicted: dict[int, float]  # K -> StepCosts.speedup, for each K with a measured verify
+
+    @property
+    def best_k(self) -> int:
+        return max(self.predicted, key=self.predicted.__getitem__)
+
+    @property
+    def textbook_best_k(self) -> int:
+        return max(self.textbook, key=self.textbook.__getitem__)
+
+
+def group_curves(key: tuple, group: list[dict]) -> Curves | None:
+    """Both curves for one group, from the runs that recorded their costs (None if none did)."""
+    measured = [(r, c) for r in group if (c := run_costs(r)) is not None]
+    if not measured:
+        return None
+    ks = sorted(set.intersection(*(set(c.t_verify) for _, c in measured)))
+    costs = StepCosts(
+        t_step=mean(c.t_step for _, c in measured),
+        t_draft=mean(c.t_draft for _, c in measured),
+        t_verify={k: mean(c.t_verify[k] for _, c in measured) for k in ks},
+    )
+    alpha = min(mean(r["alpha_per_token"] for r, _ in measured), 1.0)
+    return Curves(
+        name=group_name(key),
+        alpha=alpha,
+        costs=costs,
+        textbook={k: expected_speedup(alpha, k, costs.c) for k in K_AXIS},
+        predicted={k: costs.speedup(alpha, k) for k in ks},
+    )
+
+
+def cost_note(runs: list[dict]) -> str:
+    """One sentence, from the measured numbers, on why the latest run's group's two curves
+    differ; then how much of the measured runs' time the formulas leave out."""
+    if not runs:
+        return NOTE_PLACEHOLDER
+    key = group_key(runs[-1])
+    group = [r for r in runs if group_key(r) == key]
+    curve = group_curves(key, group)
+    if curve is None:
+        return "*The cost model needs this machine's step profile; this run has none.*"
+    k = runs[-1]["k"] if runs[-1]["k"] in curve.costs.t_verify else curve.best_k
+    c = curve.costs.c
+    draft = f"a draft step {c:.2f} of one" if c else "a prompt-lookup draft costs no model step"
+    best, textbook = curve.best_k, curve.textbook_best_k
+    note = (
+        f"**Why the two curves differ** ({curve.name}, α per draft = {curve.alpha:.2f}): "
+        f"verifying {k + 1} tokens (K = {k}) costs {curve.costs.verify_cost(k):.2f} target "
+        f"steps on this machine, and {draft}, so the curve predicted from measured costs peaks "
+        f"at {curve.predicted[best]:.2f}× (K = {best}), while the textbook's, which charges a "
+        f"verify as one step, peaks at {curve.textbook[textbook]:.2f}× (K = {textbook})."
+    )
+    return note + overhead_sentence(group)
+
+
+def overhead_sentence(group: list[dict]) -> str:
+    """The measured runs' prefill and bookkeeping share, and how close they came to their own
+    prediction (mean measured / predicted speedup), where recorded."""
+    splits = [(r, s) for r in group if (s := time_split(r))]
+    if not splits:
+        return ""
+    left_out = sum(s["prefill"] + s["other"] for _, s in splits)
+    share = left_out / sum(r["spec_seconds"] for r, _ in splits)
+    sentence = (
+        f" The measured runs also spend {share:.0%} of their time on the prompt's prefill and "
+        "per-round bookkeeping, which neither curve counts"
+    )
+    ratios = [e for r in group if (e := efficiency(r)) is not None]
+    if ratios:
+        sentence += f"; they reach {mean(ratios):.0%} of the speedup predicted at their K"
+    return sentence + "."
+
+
+def efficiency(run: dict) -> float | None:
+    """Measured speedup over the one predicted from the run's own costs (None without one)."""
+    predicted = run.get("predicted_speedup")
+    return run["speedup"] / predicted if predicted else None
+
+
+def time_split(run: dict) -> dict[str, float] | None:
+    """Seconds of the speculative run by TIME_PARTS; "other" is the rest of its time inside the
+    engine (choosing K, sampling, bookkeeping). None for a run recorded without them."""
+    if run.get("verify_seconds") is None:
+        return None
+    parts = {
+        "draft steps": run["draft_seconds"],
+        "verify passes": run["verify_seconds"],
+        "prefill": run["prefill_seconds"],
+    }
+    return {**parts, "other": max(run["spec_seconds"] - sum(parts.values()), 0.0)}
+
+
+def position_counts(runs: list[dict]) -> tuple[list[int], list[int]]:
+    """Summed over `runs`: per draft position, the rounds that judged it and those that kept it."""
+    judged, kept = [], []
+    for r in runs:
+        for totals, counts in ((judged, r.get("position_judged") or []),
+                               (kept, r.get("position_kept") or [])):  # fmt: skip
+            totals += [0] * (len(counts) - len(totals))
+            for i, n in enumerate(counts):
+                totals[i] += n
+    return judged, kept

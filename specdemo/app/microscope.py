@@ -1,0 +1,144 @@
+"""The step-through's rejection microscope: p and q side by side where a round ended, drawn and
+explained.
+
+Input is a ``stepping.Microscope`` (plain numbers, measured from the models); out come a
+``go.Figure`` and one plain-language note. The shaded overlap min(p, q) sums to the chance that a
+draft token is kept there, 1 − TV(p, q); what p has above q, max(0, p − q), renormalised, is the
+distribution a rejected guess is replaced from (Leviathan et al., 2023).
+"""
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specdemo.app.charts import _layout, placeholder
+from specdemo.app.stepping import Microscope
+from specdemo.records import Round
+from specdemo.render import COLORS
+from specdemo.text import token_text
+
+PLACEHOLDER = "p and q where the round ended appear here"
+Q_OUTLINE = "#111827"
+MARK = {
+    "textposition": "outside",
+    "constraintext": "none",
+    "cliponaxis": False,
+    "textfont": {"size": 16},
+}
+
+
+def chart(m: Microscope) -> go.Figure:
+    """Rejected: p as stacked bars (min(p, q) shaded, max(0, p − q) on top) with q as an
+    outline over them, and beside it the normalised residual. Bonus: p alone."""
+    if m.kind == "greedy":
+        return placeholder("At temperature 0, p and q are one-hot: the note below explains", 300)
+    if m.kind == "bonus":
+        fig = go.Figure(
+            go.Bar(
+                x=m.labels,
+                y=m.p,
+                name=f"p at position {m.position + 1}",
+                marker_color=COLORS["bonus"],
+                text=_mark(m, m.drawn, "drawn"),
+                **MARK,
+            )
+        )
+        fig.update_yaxes(title_text="probability", rangemode="tozero")
+        title = f"Every guess kept: the bonus token comes from p at position {m.position + 1}"
+        fig = _layout(fig, title, height=420)
+        fig.update_layout(showlegend=False)
+        return fig
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.6, 0.4],
+        horizontal_spacing=0.08,
+        subplot_titles=(
+            f"Guess {m.position + 1}: p with q drawn over it",
+            f"max(0, p − q) / Σ: where {m.labels[m.tokens.index(m.drawn)]} came from",
+        ),
+    )
+    excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
+    for name, values, base, color in (
+        (f"min(p, q): kept-chance, Σ = {m.kept:.2f}", m.overlap, None, COLORS["accepted"]),
+        (f"max(0, p − q): residual, Σ = {m.left:.2f}", excess, m.overlap, COLORS["resampled"]),
+    ):
+        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color), 1, 1)
+    fig.add_trace(
+        go.Bar(
+            x=m.labels,
+            y=m.q,
+            name="q: the draft (outline)",
+            marker={"color": "rgba(0, 0, 0, 0)", "line": {"color": Q_OUTLINE, "width": 3}},
+            text=_mark(m, m.drafted, "guess ✗"),
+            **{**MARK, "textfont": {"color": COLORS["rejected"], "size": 16}},
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=m.labels,
+            y=m.residual,
+            name="residual / Σ: what the target drew from",
+            marker_color=COLORS["resampled"],
+            text=_mark(m, m.drawn, "drawn"),
+            showlegend=False,
+            **MARK,
+        ),
+        1,
+        2,
+    )
+    fig.update_traces(offsetgroup="p", row=1, col=1)  # the q outline over the p stack
+    fig.update_yaxes(range=[0, max(m.p + m.q + m.residual) * 1.18 + 0.02])
+    fig.update_yaxes(title_text="probability", row=1, col=1)
+    fig = _layout(fig, "", height=460)
+    below = {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "xanchor": "left"}
+    fig.update_layout(barmode="group", bargap=0.25, legend=below, margin={"t": 40, "b": 110})
+    return fig
+
+
+def _mark(m: Microscope, token: int, text: str) -> list[str]:
+    """Bar texts: `text` over `token`'s bar, nothing over the others."""
+    return [text if t == token else "" for t in m.tokens] + [""] * (len(m.labels) - len(m.tokens))
+
+
+def markdown(m: Microscope, r: Round, tokenizer) -> str:
+    """One short plain-language note under the chart."""
+
+    def tok(token: int) -> str:
+        return f"`{token_text(tokenizer, token)}`"
+
+    i, drawn = m.position, tok(m.drawn)
+    if m.kind == "greedy" and r.bonus:
+        return (
+            "At temperature 0, p and q are one-hot: all of each on its model's top choice, so "
+            "Σ min(p, q) is 1 where the two agree and 0 where they differ. Every guess was the "
+            f"target's top choice, and the bonus token {drawn} is its top choice at the next "
+            "position."
+        )
+    if m.kind == "greedy":
+        return (
+            "At temperature 0, p and q are one-hot: all of each on its model's top choice, so "
+            "Σ min(p, q) is 1 where the two agree and 0 where they differ. Here the draft's "
+            f"{tok(m.drafted)} was not the target's top choice: overlap 0, the guess is rejected, "
+            f"and the residual max(0, p − q) is p itself, the target's top choice {drawn}."
+        )
+    if m.kind == "bonus" and not r.k:
+        return f"No guesses this round: the target's token {drawn} came straight from its own p."
+    if m.kind == "bonus":
+        return (
+            f"Every guess was kept, so there was nothing to correct: the bonus token {drawn} was "
+            f"drawn straight from the target's p at position {i + 1} (blue). The draft never "
+            "guessed this position, so there is no q to compare."
+        )
+    copied = " (a copied guess: all of q on it)" if m.source == "lookup" else ""
+    return (
+        f"**Σ min(p, q) = {m.kept:.2f}: the chance a draft token is kept here**, averaged over "
+        "what the draft might propose — the green overlap of p and q, one minus their "
+        f"total-variation distance. The guess {tok(m.drafted)} had q = {m.q_x:.3f}{copied} but p = "
+        f"{m.p_x:.3f}: its outline stands above its bar, so it was kept only with chance "
+        f"p/q = {r.accept_prob[i]:.3f}, and u = {r.u[i]:.3f} said no. The orange part, "
+        f"max(0, p − q) (Σ = {m.left:.2f}), is what p has above q: what the draft under-"
+        f"proposed. Renormalised (right), it is where {drawn} was drawn from, so that kept "
+        "guesses and replacements together follow p exactly."
+    )
