@@ -123,13 +123,13 @@ def labels(spans: list[dict]) -> set[str]:
 
 
 def test_generate_streams_both_panes_and_records_the_run(client):
-    spec, target, comparison, _, session_plot, table, csv_path, json_path = client.predict(
-        **GENERATE, api_name="/generate"
-    )
+    outputs = client.predict(**GENERATE, api_name="/generate")
+    spec, target, comparison, _, session_plot, cost_note, _, table, csv_path, json_path = outputs
     assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected"}
     assert "accepted" in labels(spec) and labels(target) == {"target"}
     assert "Speedup" in comparison and "Target passes" in comparison
     assert session_plot["type"] == "plotly"
+    assert "Why the two curves differ" in cost_note and "target steps" in cost_note
     assert [row[1] for row in table["data"]] == [4]
     assert table["data"][0][-1] > 0  # c, from the target-alone run's plain steps
     assert Path(csv_path).read_text().startswith("run,k,temperature")
@@ -137,7 +137,7 @@ def test_generate_streams_both_panes_and_records_the_run(client):
 
 
 def test_sweep_fills_the_grid(client):
-    plot, table, _, json_path = client.predict(**SWEEP, api_name="/sweep")
+    plot, _, _, table, _, json_path = client.predict(**SWEEP, api_name="/sweep")
     cells = {(row[1], row[2]) for row in table["data"]}
     assert cells == {(1, 0.0), (3, 0.0), (1, 1.0), (3, 1.0)}
     assert len(json.loads(Path(json_path).read_text())) == 4
@@ -232,7 +232,7 @@ def test_stop_cancels_a_run_before_it_is_recorded(client):
         time.sleep(0.02)
     assert job.outputs(), "no streamed output from the long run"
     job.cancel()
-    table = client.predict(**GENERATE, api_name="/generate")[5]
+    table = client.predict(**GENERATE, api_name="/generate")[7]
     assert len(table["data"]) == 1  # only the short run reached the session's results
 
 

@@ -118,10 +118,10 @@ def overhead_sentence(group: list[dict]) -> str:
     """The measured runs' prefill and bookkeeping share, and how close they came to their own
     prediction (mean measured / predicted speedup), where recorded."""
     splits = [(r, s) for r in group if (s := time_split(r))]
-    if not splits:
+    seconds = sum(r["spec_seconds"] for r, _ in splits)
+    if not seconds:
         return ""
-    left_out = sum(s["prefill"] + s["other"] for _, s in splits)
-    share = left_out / sum(r["spec_seconds"] for r, _ in splits)
+    share = sum(s["prefill"] + s["other"] for _, s in splits) / seconds
     sentence = (
         f" The measured runs also spend {share:.0%} of their time on the prompt's prefill and "
         "per-round bookkeeping, which neither curve counts"

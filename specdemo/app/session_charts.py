@@ -117,7 +117,7 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
             name=f"{curve.name} best K predicted",
             mode="markers+text",
             text=[f"best K = {best}"],
-            textposition="top center",
+            textposition="top right",
             textfont={"size": 15, "color": color},
             marker={"symbol": "diamond-open", "size": 18, "color": color, "line": {"width": 3}},
             showlegend=False,
