@@ -3,14 +3,15 @@
 For each temperature and k, every prompt runs three ways, interleaved, on the same model
 objects: transformers `generate` with the target alone (baseline), transformers assisted
 generation with the same draft and k (peer), and specdemo. Medians over prompts, plus the
-measured step costs that predict the speedup, go to JSON, Markdown and a plotly chart.
+measured step costs that predict the speedup, go to JSON, Markdown and (when plotly is
+installed) a chart. Every time comes from ``lm.Stopwatch``, which waits for a CUDA device.
 """
 
 import dataclasses
+import importlib.util
 import json
 import platform
 import statistics
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,10 +122,9 @@ def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
         kwargs["assistant_model"] = pair.draft
     ids = torch.tensor([input_ids], device=pair.target.device)
     torch.manual_seed(seed)
-    start = time.perf_counter()
+    clock = Stopwatch(pair.target.device)
     out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-    elapsed = time.perf_counter() - start
-    return out.shape[1] - ids.shape[1], elapsed
+    return out.shape[1] - ids.shape[1], clock.total()
 
 
 @dataclass
@@ -210,6 +210,7 @@ def bench(pair, args, progress=True) -> dict:
             "processor": platform.processor(),
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
+            "gpu": gpu_name(pair.target.device),
         },
         "models": asdict(pair.summary),
         "settings": {
@@ -265,6 +266,14 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) 
     )
 
 
+def gpu_name(device) -> str | None:
+    """The CUDA device's name and compute capability; None on a CPU."""
+    if torch.device(device).type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
+
+
 def main(pair, args) -> int:
     """Bench a loaded, warmed-up pair with the CLI's arguments; write JSON, Markdown and HTML."""
     if args.self_draft:
@@ -275,11 +284,14 @@ def main(pair, args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=2))
     (out / "bench.md").write_text(markdown(result))
-    chart(result).write_html(out / "bench.html", include_plotlyjs="cdn")
+    written = ["bench.json", "bench.md"]
+    if importlib.util.find_spec("plotly") is not None:  # optional: a GPU box may lack it
+        chart(result).write_html(out / "bench.html", include_plotlyjs="cdn")
+        written.append("bench.html")
     if args.json:
         print(json.dumps(result))
     else:
         print(markdown(result))
         print(f"step costs: {json.dumps(result['step_costs'])}")
-        print(f"wrote {out}/bench.json, bench.md, bench.html")
+        print(f"wrote {out}/{', '.join(written)}")
     return 0

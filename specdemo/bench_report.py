@@ -1,8 +1,14 @@
 """The bench's result as tables and a chart: every cell in Markdown, the best fixed k next to
-automatic k per prompt set, and the measured speedup against the predicted one in plotly.
+automatic k per prompt set, the measured speedup against the predicted one in plotly, and one
+summary table over several runs (``python -m specdemo.bench_report DIR...``, which
+scripts/gpu_bench.sh prints at its end).
 
 Plain dicts in (``bench.bench``'s result), text and a figure out.
 """
+
+import json
+import sys
+from pathlib import Path
 
 
 def best_fixed_vs_auto(result: dict) -> list[dict]:
@@ -36,8 +42,8 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def table(rows: list[dict], cols: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+def table(rows: list[dict], cols: list[str], headers: list[str] | None = None) -> list[str]:
+    lines = ["| " + " | ".join(headers or cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [
             "—" if r[c] is None else f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c])
@@ -54,6 +60,52 @@ def markdown(result: dict) -> str:
     if any(s["auto_speedup"] is not None for s in summary):
         lines += ["", *table(summary, list(summary[0]))]
     return "\n".join(lines) + "\n"
+
+
+# The summary's columns and their headers: what the GPU check reports for each fixed k.
+SUMMARY_COLUMNS = {
+    "run": "run",
+    "k": "K",
+    "baseline_tok_s": "target-only tok/s",
+    "ours_tok_s": "speculative tok/s",
+    "speedup": "speedup",
+    "peer_tok_s": "assisted tok/s",
+    "peer_speedup": "assisted speedup",
+    "alpha_per_token": "α",
+    "c": "c",
+    "verify_cost": "verify cost",
+    "overhead": "overhead",
+}
+
+
+def summary(results: dict[str, dict]) -> str:
+    """Named bench results as one table: per run and fixed k (one drafter, one prompt set and
+    temperature per run, as scripts/gpu_bench.sh runs them), target-only, speculative and
+    assisted tok/s, α, c, the verify cost and the share of time outside forward passes, under a
+    line per run saying where it ran."""
+    lines = []
+    for name, result in results.items():
+        machine, models, costs = result["machine"], result["models"], result["step_costs"]
+        lines.append(
+            f"- {name}: {machine.get('gpu') or models['device']}, {models['precision']} "
+            f"({models.get('dtype') or '?'}), torch {machine['torch']}; "
+            f"t_step {1000 * costs['t_step']:.1f} ms, t_draft {1000 * costs['t_draft']:.1f} ms"
+        )
+    rows = [
+        {"run": name, **r}
+        for name, result in results.items()
+        for r in result["rows"]
+        if r["k"] != "auto"
+    ]
+    lines += ["", *table(rows, list(SUMMARY_COLUMNS), list(SUMMARY_COLUMNS.values()))]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """Print `summary` of the bench.json in each folder named, each run named by its folder."""
+    results = {Path(d).name: json.loads((Path(d) / "bench.json").read_text()) for d in argv}
+    print(summary(results), end="")
+    return 0
 
 
 def chart(result: dict):
@@ -87,3 +139,7 @@ def chart(result: dict):
         title="Speedup over target-only generate", xaxis_title="k", yaxis_title="speedup (×)"
     )
     return fig
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -15,7 +15,7 @@ import torch
 from conftest import tiny_model
 
 from specdemo import models
-from specdemo.models import GGUFSpec, convert, gguf
+from specdemo.models import GGUFSpec, convert, gguf, load
 
 ENV_VARS = (
     "SPECDEMO_PAIR",
@@ -207,6 +207,15 @@ def test_auto_device_is_cuda_on_a_zero_gpu_space_even_before_torch_sees_a_gpu(mo
     assert not models.zero_gpu()
 
 
+def test_compute_dtype_is_float16_only_on_gpus_without_bfloat16():
+    assert models.compute_dtype("cuda", (7, 5)) == torch.float16  # T4
+    assert models.compute_dtype("cuda:0", (6, 1)) == torch.float16
+    assert models.compute_dtype("cuda", (8, 0)) == torch.bfloat16  # A100
+    assert models.compute_dtype("cuda", (9, 0)) == torch.bfloat16  # H200, ZeroGPU's
+    assert models.compute_dtype("cuda") == torch.bfloat16  # not known yet
+    assert models.compute_dtype("cpu") == models.compute_dtype("cpu", (7, 5)) == torch.bfloat16
+
+
 def test_cache_root_follows_argument_then_env_then_xdg(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert models.cache_root() == tmp_path / "xdg" / "specdemo"
@@ -264,6 +273,7 @@ def test_tiny_pair_loads_in_each_precision_with_finite_logits(tiny_cache, precis
             for p in models.build_tiny_model(models.TINY_TARGET, pair.tokenizer).parameters()
         )
     )
+    assert s.dtype == {"fp32": "float32", "bf16": "bfloat16", "4bit": "bfloat16"}[precision]
     bytes_per_param = {"fp32": 4, "bf16": 2, "4bit": 2}[precision]  # 4bit: bf16 embeddings
     assert 0 < s.target_bytes <= 1.01 * bytes_per_param * s.target_params
     assert s.load_seconds > 0
@@ -273,6 +283,26 @@ def test_tiny_pair_loads_in_each_precision_with_finite_logits(tiny_cache, precis
             logits = model(ids).logits
             assert logits.shape == (1, ids.shape[1], len(pair.tokenizer))
             assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("precision", ["bf16", PRECISIONS[2]])
+def test_on_a_gpu_without_bfloat16_the_pair_computes_in_float16(tiny_cache, monkeypatch, precision):
+    """A T4's load, run on the CPU: 16-bit weights and the NF4 layers' compute dtype become
+    float16; float32 weights (the tiny 4-bit pair's embeddings) stay as they are."""
+    monkeypatch.setattr(load, "compute_dtype", lambda device, capability: torch.float16)
+    pair = models.load_pair("tiny", precision=precision, device="cpu", cache=tiny_cache)
+    assert pair.summary.dtype == "float16"
+    dtypes = {p.dtype for p in pair.target.parameters()}
+    if precision == "bf16":
+        assert dtypes == {torch.float16}
+    else:
+        assert torch.bfloat16 not in dtypes
+        nf4 = [m for m in pair.target.modules() if hasattr(m, "compute_dtype")]
+        assert nf4 and {m.compute_dtype for m in nf4} == {torch.float16}
+        assert pair.target.config.quantization_config.bnb_4bit_compute_dtype == torch.float16
+    ids = pair.tokenizer("def is_prime(n):", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.isfinite(pair.target(ids).logits).all()
 
 
 def test_tiny_pair_warm_load_is_fast_and_says_warm(tiny, tiny_cache):

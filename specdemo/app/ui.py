@@ -12,7 +12,7 @@ import gradio as gr
 import torch
 
 from specdemo import models
-from specdemo.app import charts, costs, handlers, microscope, race, session_charts
+from specdemo.app import charts, costs, gpu, handlers, microscope, race, session_charts
 from specdemo.app.config import (
     DEFAULTS,
     DRAFTERS,
@@ -68,10 +68,21 @@ STEP_INTRO = (
 )
 
 
-def on_gpu(fn, duration: int = 60):
-    """`fn` under spaces.GPU on a Space with a GPU; unchanged everywhere else."""
+def on_gpu(fn, duration=60):
+    """`fn` under spaces.GPU on a Space with a GPU; unchanged everywhere else. `duration` is
+    seconds, or a function of `fn`'s arguments giving them (``gpu.per_request``): ZeroGPU calls it
+    before each request, and its ValueError (bad input, a sweep too big) reaches the user
+    without any GPU time asked for."""
     if spaces is None or not (models.zero_gpu() or torch.cuda.is_available()):
         return fn
+    if callable(duration):
+        estimate = duration
+
+        def seconds(*args, **kwargs) -> int:
+            with handlers.user_errors():
+                return estimate(*args, **kwargs)
+
+        return spaces.GPU(duration=seconds)(fn)
     return spaces.GPU(duration=duration)(fn)
 
 
@@ -290,9 +301,12 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
     # sent, so an API call outside the sliders' limits gets a message naming the field.
     model = {"concurrency_id": "model", "concurrency_limit": 1, "preprocess": False}
 
-    def event(button, handler, widgets, outputs, api_name, duration=60):
+    def event(button, handler, widgets, outputs, api_name):
+        fn = functools.partial(handler, pair)
+        # ZeroGPU asks for the seconds this request needs, computed from its own arguments.
+        duration = gpu.per_request(fn, gpu.SECONDS[handler.__name__])
         return button.click(
-            on_gpu(functools.partial(handler, pair), duration),
+            on_gpu(fn, duration),
             _inputs(handler, widgets),
             [widgets[name] for name in outputs],
             api_name=api_name,
@@ -301,7 +315,7 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
 
     runs = [
         event(generate["run"], handlers.generate, generate, handlers.GENERATE_OUTPUTS, "generate"),
-        event(generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep", 300),
+        event(generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep"),
     ]
     generate["stop"].click(None, cancels=runs, api_visibility="private")
     generate["show_rejected"].change(

@@ -20,6 +20,7 @@ from specdemo.models.load import (
     count_params,
     load_pair,
     prepare,
+    use_compute_dtype,
     warm_up,
 )
 from specdemo.models.pairs import (
@@ -41,6 +42,7 @@ from specdemo.models.pairs import (
     PairSpec,
     TinySpec,
     cache_root,
+    compute_dtype,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
@@ -80,6 +82,7 @@ __all__ = [
     "cached_model",
     "check_tokenizers",
     "chunk_paths",
+    "compute_dtype",
     "count_params",
     "load_pair",
     "model_key",
@@ -88,6 +91,7 @@ __all__ = [
     "resolve_pair_spec",
     "resolve_precision",
     "stored_kind",
+    "use_compute_dtype",
     "warm_up",
     "zero_gpu",
 ]

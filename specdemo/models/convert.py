@@ -154,12 +154,13 @@ def _quantize(model):
     return quantized.eval()
 
 
-def bnb_config():
+def bnb_config(dtype: torch.dtype = torch.bfloat16):
+    """NF4 weights computing in `dtype` (see `pairs.compute_dtype`)."""
     from transformers import BitsAndBytesConfig
 
     import_bitsandbytes()
     return BitsAndBytesConfig(
-        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
     )
 
 

@@ -27,6 +27,7 @@ from specdemo.models.pairs import (
     LoadedPair,
     LoadSummary,
     ModelSpec,
+    compute_dtype,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
@@ -70,9 +71,10 @@ def load_pair(
     start = time.perf_counter()
     spec = resolve_pair_spec(name, target, draft)
     precision, device = resolve_precision(precision), resolve_device(device)
-    target_model, target_cold = _load_model(spec.target, precision, device, cache, progress)
+    dtype = torch.float32 if precision == "fp32" else compute_dtype(device, _capability(device))
+    target_model, target_cold = _load_model(spec.target, precision, device, dtype, cache, progress)
     tokenizer = _load_tokenizer(spec.target, precision, cache)
-    draft_model, draft_cold = _load_model(spec.draft, precision, device, cache, progress)
+    draft_model, draft_cold = _load_model(spec.draft, precision, device, dtype, cache, progress)
     check_tokenizers(
         target_model,
         draft_model,
@@ -94,6 +96,7 @@ def load_pair(
         draft_bytes=draft_model.get_memory_footprint(),
         load_seconds=time.perf_counter() - start,
         cold=target_cold or draft_cold,
+        dtype=str(dtype).removeprefix("torch."),
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
 
@@ -160,7 +163,7 @@ def count_params(model: torch.nn.Module) -> int:
 
 
 def _load_model(
-    spec: ModelSpec, precision: str, device: str, cache, progress
+    spec: ModelSpec, precision: str, device: str, dtype: torch.dtype, cache, progress
 ) -> tuple[torch.nn.Module, bool]:
     from transformers import AutoModelForCausalLM
 
@@ -172,7 +175,7 @@ def _load_model(
     stage = f"load {spec.name}"
     report(progress, stage, 0, 1)
     if precision == "4bit" and spec.kind == "hub":
-        kwargs = {"quantization_config": bnb_config()}
+        kwargs = {"quantization_config": bnb_config(dtype), "dtype": dtype}
     elif precision == "4bit":  # a cached bnb checkpoint, its quantization_config in config.json
         import_bitsandbytes()
         # On CPU, bnb repacks every 4-bit weight at its first forward. A memory-mapped checkpoint
@@ -180,13 +183,38 @@ def _load_model(
         # into memory costs ~1.5 s once and keeps the pair under 2.5 GB.
         kwargs = {"disable_mmap": device == "cpu"}
     else:
-        kwargs = {"dtype": torch.bfloat16 if precision == "bf16" else torch.float32}
+        kwargs = {"dtype": dtype}
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(
             source, device_map=device, trust_remote_code=False, **kwargs
         )
+    if precision == "4bit":
+        use_compute_dtype(model, dtype)
     report(progress, stage, 1, 1)
     return model.eval(), cold
+
+
+def use_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Make a 4-bit model compute in `dtype`: its NF4 layers, and its unquantised 16-bit weights
+    (embeddings, norms, biases). A cached checkpoint records bfloat16 and transformers keeps what
+    a pre-quantised checkpoint records, so a float16 GPU needs this after loading; float32
+    weights (the tiny pair's) stay as they are."""
+    for module in model.modules():
+        if hasattr(module, "compute_dtype"):  # bitsandbytes' Linear4bit
+            module.compute_dtype = dtype
+    for param in model.parameters():
+        if param.dtype in (torch.bfloat16, torch.float16) and param.dtype != dtype:
+            param.data = param.data.to(dtype)
+    quantization = getattr(model.config, "quantization_config", None)
+    if quantization is not None and hasattr(quantization, "bnb_4bit_compute_dtype"):
+        quantization.bnb_4bit_compute_dtype = dtype
+
+
+def _capability(device: str) -> tuple[int, int] | None:
+    """The CUDA GPU's compute capability; None off CUDA or when torch cannot tell yet."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability(device)
 
 
 def _load_tokenizer(spec: ModelSpec, precision: str, cache):

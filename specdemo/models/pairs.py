@@ -136,6 +136,7 @@ class LoadSummary:
     draft_bytes: int
     load_seconds: float
     cold: bool  # True when some cache had to be built by this load
+    dtype: str = ""  # what the models compute in: "bfloat16", "float16" or "float32"
 
 
 @dataclass(frozen=True)
@@ -228,12 +229,25 @@ def resolve_device(device: str | None = None) -> str:
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
     if device == "auto":
-        # A ZeroGPU Space lends its GPU only inside spaces.GPU calls: torch sees none at start-up;
-        # models loaded to "cuda" there are moved onto the GPU by the spaces package.
+        # A ZeroGPU Space lends its GPU only inside spaces.GPU calls. Once `spaces` is imported
+        # (app.py does it first), torch reports a CUDA device at start-up and models loaded to
+        # "cuda" stay in CPU memory until a GPU call, which moves them onto the GPU it is lent.
         return "cuda" if zero_gpu() or torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
     return device
+
+
+def compute_dtype(device: str, capability: tuple[int, int] | None = None) -> torch.dtype:
+    """The half-precision dtype models compute in on `device`: bfloat16, except float16 on a CUDA
+    GPU of compute capability below 8.0 (a T4 is 7.5), which has no bfloat16 arithmetic.
+
+    `capability` is the GPU's (major, minor); None (not known, e.g. on ZeroGPU before `spaces`
+    is imported) takes bfloat16, as every GPU ZeroGPU lends does (H200: 9.0). CPUs keep bfloat16.
+    """
+    if str(device).startswith("cuda") and capability is not None and tuple(capability) < (8, 0):
+        return torch.float16
+    return torch.bfloat16
 
 
 def zero_gpu() -> bool:

@@ -1,0 +1,148 @@
+"""Measure the levers on a draft step and a target verify, each against the eager baseline.
+
+    python scripts/levers.py [--out docs/bench/levers.json]
+
+On the embedded 4-bit pair (or SPECDEMO_PAIR), at a warm 64-token context, median of 9 passes:
+  * a KV cache of fixed size (transformers' StaticCache) instead of the growing DynamicCache;
+  * torch.compile (inductor) of the whole forward pass, on top of the fixed-size cache;
+  * the draft's output layer cut to its first N vocabulary rows: step time, and how often the
+    draft's argmax still equals the target's greedy token on the code prompts (teacher-forced);
+  * torch threads: the step times with 1 thread beside the default.
+Prints a table and writes JSON.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache, StaticCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specdemo.bench import PROMPTS_FILE  # noqa: E402
+from specdemo.lm import cut_head  # noqa: E402
+from specdemo.models import load_pair  # noqa: E402
+from specdemo.profile import synthetic_context  # noqa: E402
+from specdemo.text import encode_prompt  # noqa: E402
+
+REPEATS = 9
+MAX_CACHE = 256
+
+
+def timed(fn, repeats=REPEATS) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+@torch.inference_mode()
+def step_time(model, context, n_tokens, static=False, call=None, head=None) -> float:
+    """Median seconds of a pass over the last n_tokens of context after a warm cache."""
+    prefix, fed = context[:-n_tokens], context[-n_tokens:]
+    ids = torch.tensor([prefix], dtype=torch.long)
+    feed = torch.tensor([fed], dtype=torch.long)
+    cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE) if static else DynamicCache()
+    model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+
+    def once():
+        if head is not None:
+            out = (call or model.base_model)(input_ids=feed, cache=cache, use_cache=True)
+            head(out.last_hidden_state[0, -1:])
+        else:
+            (call or model)(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=n_tokens)
+        cache.crop(-n_tokens)  # a static cache is then overwritten in place at the same positions
+
+    return timed(once)
+
+
+@torch.inference_mode()
+def agreement(pair, rows_list, n_new=48) -> dict:
+    """Share of the target's greedy tokens that the draft's argmax over the first `rows` rows
+    also picks, teacher-forced on the code prompts."""
+    prompts = json.loads(PROMPTS_FILE.read_text())["code"]
+    hits = {rows: 0 for rows in rows_list}
+    total = 0
+    for prompt in prompts:
+        ids = encode_prompt(pair.tokenizer, prompt)
+        out = pair.target.generate(torch.tensor([ids]), max_new_tokens=n_new, do_sample=False)
+        seq = out[0].tolist()
+        logits = pair.draft(input_ids=torch.tensor([seq])).logits[0]
+        new = torch.tensor(seq[len(ids) :])
+        drafted = logits[len(ids) - 1 : len(seq) - 1]
+        for rows in rows_list:
+            hits[rows] += int((drafted[:, :rows].argmax(-1) == new).sum())
+        total += len(new)
+    return {rows: hits[rows] / total for rows in rows_list}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="docs/bench/levers.json")
+    args = parser.parse_args()
+    pair = load_pair()
+    target, draft = pair.target, pair.draft
+    context = synthetic_context(target, draft)
+    head32 = cut_head(draft, 32768)
+    results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__}
+
+    def record(name, seconds):
+        results[name] = round(seconds * 1000, 2)
+        print(f"{name:44s} {results[name]:9.2f}", flush=True)
+
+    record("draft step, eager, full head (ms)", step_time(draft, context, 1))
+    record("draft step, eager, 32k head (ms)", step_time(draft, context, 1, head=head32))
+    record(
+        "draft step, 32k head, static cache (ms)",
+        step_time(draft, context, 1, static=True, head=head32),
+    )
+    for n in (1, 5):
+        record(f"target {n} tokens, eager (ms)", step_time(target, context, n))
+        record(f"target {n} tokens, static cache (ms)", step_time(target, context, n, static=True))
+
+    torch.set_num_threads(1)
+    record("draft step, 1 thread (ms)", step_time(draft, context, 1, head=head32))
+    record("target 5 tokens, 1 thread (ms)", step_time(target, context, 5))
+    torch.set_num_threads(results["threads"])
+
+    rows_list = [8192, 16384, 32768, 65536, draft.get_output_embeddings().weight.shape[0]]
+    for rows in rows_list[:-1]:
+        record(
+            f"draft step, {rows} head rows (ms)",
+            step_time(draft, context, 1, head=cut_head(draft, rows)),
+        )
+    for rows, share in agreement(pair, rows_list).items():
+        results[f"greedy agreement, {rows} rows"] = round(share, 3)
+        print(f"greedy agreement, {rows} rows: {share:.3f}", flush=True)
+
+    # The draft's base model is compiled and its 32k head stays a plain matmul, as it runs.
+    for name, model, widths, head in (
+        ("draft", draft, (1,), head32),
+        ("target", target, (1, 5), None),
+    ):
+        forward_fn = model.base_model.forward if head is not None else model.forward
+        for n in widths:
+            torch._dynamo.reset()  # each width gets its own graph, compiled from scratch
+            compiled = torch.compile(forward_fn, dynamic=False)
+            start = time.perf_counter()
+            step_time(model, context, n, static=True, call=compiled, head=head)
+            results[f"{name} {n} tokens, compile (s)"] = round(time.perf_counter() - start, 1)
+            record(
+                f"{name} {n} tokens, compiled + static (ms)",
+                step_time(model, context, n, static=True, call=compiled, head=head),
+            )
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
