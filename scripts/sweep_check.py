@@ -1,0 +1,52 @@
+"""The app's default sweep on the embedded pair, through its own handler; each cell's measured
+speedup against the session chart's curve predicted from measured costs, and the chart's sentence.
+
+    python scripts/sweep_check.py ["prompt"] [out.json]
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from specdemo.app import costs, handlers, race  # noqa: E402
+from specdemo.models import load_pair  # noqa: E402
+
+PROMPT = "Write a Python function that checks whether a number is prime."
+
+
+def main() -> int:
+    prompt = sys.argv[1] if len(sys.argv) > 1 else PROMPT
+    out = Path(sys.argv[2] if len(sys.argv) > 2 else "app-sweep.json")
+    pair = load_pair()
+    race.rehearse(pair)
+    start = time.perf_counter()
+    *_, outputs = handlers.sweep(pair, prompt, progress=lambda *a, **k: None)
+    session = outputs[-1]
+    print(f"sweep: {time.perf_counter() - start:.0f} s")
+    rows = []
+    for key, group in costs.groups(session.runs):
+        curve = costs.group_curves(key, group)
+        for r in group:
+            predicted = curve.predicted.get(r["k"]) if r["k"] != "auto" else None
+            rows.append(
+                {
+                    "T": r["temperature"],
+                    "k": r["k"],
+                    "mean_k": round(r["mean_k"], 2),
+                    "alpha_per_token": round(r["alpha_per_token"], 3),
+                    "measured": round(r["speedup"], 3),
+                    "curve": predicted and round(predicted, 3),
+                    "measured / curve": predicted and round(r["speedup"] / predicted, 3),
+                }
+            )
+            print(rows[-1], flush=True)
+        print(costs.cost_note(group))
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
