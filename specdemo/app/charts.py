@@ -15,7 +15,7 @@ from specdemo.render import COLORS
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
 
-def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
+def layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
     fig.update_layout(
         template="plotly_white",
         title={"text": title, "x": 0.01},
@@ -34,7 +34,7 @@ def placeholder(text: str, height: int = 380) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, font={"size": 17, "color": "#6b7280"})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
-    return _layout(fig, "", height)
+    return layout(fig, "", height)
 
 
 K_ZERO = "K = 0 — drafting would not pay here"
@@ -76,7 +76,7 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     fig.update_xaxes(title_text="round (one target pass)")
     fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="α so far", range=[0, 1.05], secondary_y=True, showgrid=False)
-    fig = _layout(fig, "This run, round by round")
+    fig = layout(fig, "This run, round by round")
     fig.update_layout(barmode="overlay")
     return fig
 
@@ -123,7 +123,7 @@ def exactness_chart(
         fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability / frequency", rangemode="tozero")
-    return _layout(fig, title, height=420)
+    return layout(fig, title, height=420)
 
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
@@ -151,7 +151,7 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         )
     )
     fig.update_yaxes(range=[0, 1.05])
-    fig = _layout(fig, "Each guess: q(x), p(x), keep-chance and u", height=400)
+    fig = layout(fig, "Each guess: q(x), p(x), keep-chance and u", height=400)
     below = {"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0, "xanchor": "left"}
     fig.update_layout(barmode="group", legend=below, margin={"b": 90})
     return fig

@@ -10,7 +10,7 @@ distribution a rejected guess is replaced from (Leviathan et al., 2023).
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdemo.app.charts import _layout, placeholder
+from specdemo.app.charts import layout, placeholder
 from specdemo.app.stepping import Microscope
 from specdemo.records import Round
 from specdemo.render import COLORS
@@ -44,7 +44,7 @@ def chart(m: Microscope) -> go.Figure:
         )
         fig.update_yaxes(title_text="probability", rangemode="tozero")
         title = f"Every guess kept: the bonus token comes from p at position {m.position + 1}"
-        fig = _layout(fig, title, height=420)
+        fig = layout(fig, title, height=420)
         fig.update_layout(showlegend=False)
         return fig
     fig = make_subplots(
@@ -91,7 +91,7 @@ def chart(m: Microscope) -> go.Figure:
     fig.update_traces(offsetgroup="p", row=1, col=1)  # the q outline over the p stack
     fig.update_yaxes(range=[0, max(m.p + m.q + m.residual) * 1.18 + 0.02])
     fig.update_yaxes(title_text="probability", row=1, col=1)
-    fig = _layout(fig, "", height=460)
+    fig = layout(fig, "", height=460)
     below = {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "xanchor": "left"}
     fig.update_layout(barmode="group", bargap=0.25, legend=below, margin={"t": 40, "b": 110})
     return fig

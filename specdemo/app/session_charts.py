@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdemo.app import costs
-from specdemo.app.charts import PALETTE, _layout, placeholder
+from specdemo.app.charts import PALETTE, layout, placeholder
 from specdemo.render import COLORS
 
 
@@ -69,7 +69,7 @@ def session_chart(runs: list[dict]) -> go.Figure:
     fig.update_xaxes(title_text="K (draft tokens per round)", range=[0.5, 16.5], dtick=1)
     fig.update_yaxes(range=[0, 1.05], row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fig = _layout(fig, "The session: every run against K", height=480)
+    fig = layout(fig, "The session: every run against K", height=480)
     below = {"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"}
     fig.update_layout(legend=below, margin={"b": 130})
     return fig
@@ -184,7 +184,7 @@ def breakdown_chart(runs: list[dict]) -> go.Figure:
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=2)
     fig.update_yaxes(title_text="kept / judged", range=[0, 1.05], row=1, col=2)
-    fig = _layout(fig, "", height=max(380, 170 + 34 * len(shown)))
+    fig = layout(fig, "", height=max(380, 170 + 34 * len(shown)))
     below = {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "xanchor": "left"}
     fig.update_layout(barmode="stack", legend={**below, "traceorder": "normal"}, margin={"b": 120})
     return fig
