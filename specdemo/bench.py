@@ -13,6 +13,7 @@ import json
 import platform
 import statistics
 from dataclasses import asdict, dataclass
+from importlib.resources import files
 from pathlib import Path
 
 import torch
@@ -28,7 +29,7 @@ from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
 from specdemo.theory import StepCosts, expected_speedup
 
-PROMPTS_FILE = Path(__file__).resolve().parent.parent / "assets" / "bench_prompts.json"
+PROMPTS_FILE = files("specdemo") / "data" / "bench_prompts.json"  # {set name: [prompt, ...]}
 
 
 class ForwardTimer:
@@ -159,7 +160,7 @@ def median(values):
 
 
 def bench(pair, args, progress=True) -> dict:
-    prompt_sets = json.loads(PROMPTS_FILE.read_text())
+    prompt_sets = json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))
     quick = args.quick
     ks = args.ks or ([2, 4, "auto"] if quick else [*range(1, 9), "auto"])
     temps = args.temperatures or ([0.0, 1.0] if quick else [0.0, 0.7, 1.0])

@@ -2,11 +2,13 @@
 
 Packaged and tiny models load from the conversion cache (built on first use, or ahead of time by
 `prepare`); hub ids and folders load directly. `check_tokenizers` refuses a pair whose draft would
-propose token ids that mean something else, or nothing, to the target.
+propose token ids that mean something else, or nothing, to the target. Where bitsandbytes cannot
+run 4-bit (`four_bit_problem`), a pair asked for in 4-bit loads in bf16 and its summary says why.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -28,6 +30,7 @@ from specdemo.models.pairs import (
     LoadSummary,
     ModelSpec,
     compute_dtype,
+    fallback_precision,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
@@ -46,7 +49,7 @@ def prepare(
     cache: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Build every cache the pair needs at `precision`, so the next load is warm; returns them."""
-    spec, precision = resolve_pair_spec(name), resolve_precision(precision)
+    spec, (precision, _) = resolve_pair_spec(name), running_precision(precision)
     return [
         cached_model(m, precision, cache, progress)[0]
         for m in (spec.target, spec.draft)
@@ -70,7 +73,8 @@ def load_pair(
     """
     start = time.perf_counter()
     spec = resolve_pair_spec(name, target, draft)
-    precision, device = resolve_precision(precision), resolve_device(device)
+    requested, device = resolve_precision(precision), resolve_device(device)
+    precision, note = running_precision(requested)
     dtype = torch.float32 if precision == "fp32" else compute_dtype(device, _capability(device))
     target_model, target_cold = _load_model(spec.target, precision, device, dtype, cache, progress)
     tokenizer = _load_tokenizer(spec.target, precision, cache)
@@ -97,8 +101,42 @@ def load_pair(
         load_seconds=time.perf_counter() - start,
         cold=target_cold or draft_cold,
         dtype=str(dtype).removeprefix("torch."),
+        requested="" if requested == precision else requested,
+        note=note,
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
+
+
+def running_precision(precision: str | None = None) -> tuple[str, str]:
+    """The precision a load runs at (see `pairs.fallback_precision`) and the note that says why
+    when it is not the one asked for; None: env or default."""
+    precision = resolve_precision(precision)
+    return fallback_precision(precision, four_bit_problem() if precision == "4bit" else None)
+
+
+@functools.cache
+def four_bit_problem() -> str | None:
+    """None when bitsandbytes runs an NF4 layer on this machine's CPU, else why not, in a line.
+
+    The CPU is where packaged models are quantised (`convert`), on any device. Any exception
+    counts: a missing package (ImportError), a wheel without kernels for this platform
+    (RuntimeError, NotImplementedError) or a native library that fails to load (OSError).
+    """
+    try:
+        import_bitsandbytes()
+        import bitsandbytes as bnb
+
+        layer = bnb.nn.Linear4bit(
+            64, 64, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4"
+        ).to("cpu")  # quantises the weight
+        with torch.no_grad():
+            out = layer(torch.ones(1, 64, dtype=torch.bfloat16))
+        if not torch.isfinite(out).all():
+            return "an NF4 layer returned non-finite values"
+    except Exception as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        return f"{type(e).__name__}: {first_line}"[:160].rstrip(": ")
+    return None
 
 
 def check_tokenizers(

