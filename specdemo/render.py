@@ -3,20 +3,24 @@
 A span is a ``(text, label)`` pair, the shape Gradio's HighlightedText takes. Labels:
 "accepted" (a draft token the target kept), "resampled" (the target's replacement for the first
 rejected draft), "bonus" (the extra token after a fully accepted block), "rejected" (the draft
-token that lost, shown struck through), and "target" for target-only tokens.
+token that lost, shown struck through), and "target" for target-only tokens. Each label has a
+colour from a colour-blind-safe palette and a second cue that needs no colour at all.
 """
 
 from specdemo.records import Round
 from specdemo.text import Detokenizer
 
+# Okabe & Ito's palette, told apart under the common colour-vision deficiencies.
 COLORS = {
-    "accepted": "#22c55e",
-    "resampled": "#f97316",
-    "bonus": "#3b82f6",
-    "rejected": "#ef4444",
-    "target": "#a3a3a3",
+    "accepted": "#009e73",  # bluish green
+    "resampled": "#e69f00",  # orange
+    "bonus": "#0072b2",  # blue
+    "rejected": "#d55e00",  # vermillion
+    "target": "#999999",  # grey
 }
-ANSI = {"accepted": "32", "resampled": "33", "bonus": "34", "rejected": "9;31", "target": "0"}
+# The cue without colour, as in the app (ui.CSS): accepted plain, resampled underlined, bonus
+# boxed (SGR 7, reverse video), rejected struck through (SGR 9).
+ANSI = {"accepted": "32", "resampled": "4;33", "bonus": "7;34", "rejected": "9;31", "target": "0"}
 
 
 def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> list[tuple[str, str]]:
@@ -34,7 +38,7 @@ def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> lis
 
 
 def ansi(spans: list[tuple[str, str]]) -> str:
-    """Spans as ANSI-coloured terminal text; rejected drafts struck through in red."""
+    """Spans as ANSI-coloured terminal text, each label with its cue."""
     return "".join(f"\x1b[{ANSI[label]}m{text}\x1b[0m" for text, label in spans)
 
 

@@ -59,3 +59,12 @@ def test_ansi_colours_each_label_and_strikes_rejections():
     assert text == "\x1b[32ma\x1b[0m\x1b[9;31mb\x1b[0m\x1b[0mc\x1b[0m"
     assert ANSI["rejected"].startswith("9;")  # 9 is strike-through
     assert all(f"\x1b[{ANSI[label]}m{label}" in legend_ansi() for label in ("accepted", "bonus"))
+
+
+def test_each_label_has_a_terminal_cue_besides_its_colour():
+    labels = ("accepted", "resampled", "bonus", "rejected")
+    cues = {
+        label: {code for code in ANSI[label].split(";") if not 30 <= int(code) <= 37}
+        for label in labels
+    }
+    assert cues == {"accepted": set(), "resampled": {"4"}, "bonus": {"7"}, "rejected": {"9"}}
