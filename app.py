@@ -1,7 +1,9 @@
-"""The web demo: load the model pair once, build the UI, serve it.
+"""The web demo: serve the page at once, load and warm up the model pair behind it.
 
-`python app.py` honours SPECDEMO_PAIR / SPECDEMO_PRECISION / SPECDEMO_DEVICE (see specdemo.models)
-and Gradio's own GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
+The page shows the preparation's stages until the pair is ready, then becomes the app (see
+specdemo.app.preparing); the log gets the same stages as lines. `python app.py` honours
+SPECDEMO_PAIR / SPECDEMO_PRECISION / SPECDEMO_DEVICE (see specdemo.models) and Gradio's own
+GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
 """
 
 try:  # on a ZeroGPU Space, spaces must be imported before torch touches CUDA
@@ -10,11 +12,12 @@ except ImportError:
     pass
 
 from specdemo import models
-from specdemo.app import handlers, race, ui
+from specdemo.app import preparing, ui
 
 if __name__ == "__main__":
-    pair = models.load_pair(progress=models.ProgressBars())
-    print(f"specdemo: {handlers.model_markdown(pair.summary).replace('**', '')}", flush=True)
-    if not models.zero_gpu():  # there the GPU exists only inside a request
-        race.rehearse(pair)
-    ui.build(pair).launch(theme=ui.THEME, css=ui.CSS)
+    preparation = preparing.Preparation(console=models.ProgressBars())
+    if models.zero_gpu():  # spaces emulates CUDA in the main thread only and packs it at launch
+        preparation.run()
+    else:
+        preparation.start()
+    ui.build(preparation).launch(theme=ui.THEME, css=ui.CSS)

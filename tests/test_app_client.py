@@ -68,21 +68,26 @@ def serve_app(pair: str = "tiny", timeout: float = 180.0):
         "HF_HUB_OFFLINE": "1",
     }
     url = f"http://127.0.0.1:{port}/"
-    with tempfile.TemporaryFile("w+") as log:
+    # "a+": the app's writes go to the end while this side seeks back to read
+    with tempfile.TemporaryFile("a+") as log:
         proc = subprocess.Popen(
             [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         try:
             deadline = time.monotonic() + timeout
             while True:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"app.py did not start (exit {proc.returncode}):\n{log.read()}")
-                try:
+                log.seek(0)
+                output = log.read()
+                failed = "specdemo: the models could not be loaded" in output
+                if failed or proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"app.py did not start (exit {proc.returncode}):\n{output}")
+                try:  # the page answers first; the pair is ready after "specdemo: ready in"
                     urllib.request.urlopen(url, timeout=2)
-                    break
+                    if "specdemo: ready in" in output:
+                        break
                 except OSError:
-                    time.sleep(0.5)
+                    pass
+                time.sleep(0.5)
             yield url
         finally:
             proc.terminate()

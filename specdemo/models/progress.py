@@ -27,6 +27,7 @@ class ProgressBars:
 
     The plain form prints "<stage> ..." when a stage starts and "<stage>: done in <s> s" when it
     ends, so a log that is not a terminal stays one line per event instead of carriage returns.
+    `write` adds a line of the caller's own between them.
     """
 
     def __init__(self, file: TextIO | None = None):
@@ -40,6 +41,13 @@ class ProgressBars:
             self._line(stage, done, total)
         else:
             self._bar(stage, done, total)
+
+    def write(self, line: str) -> None:
+        """One line of text, printed above any bar being drawn."""
+        if self.plain:
+            print(line, file=self.file, flush=True)
+        else:
+            tqdm.write(line, file=self.file)
 
     def _line(self, stage: str, done: float, total: float) -> None:
         if stage not in self.started:
