@@ -42,7 +42,7 @@ def test_a_prompt_over_the_cap_is_refused_before_any_model_work(pair):
     with pytest.raises(gr.Error, match="limit is 4,096"):
         handlers.exactness(pair, words)
     with pytest.raises(gr.Error, match="limit is 4,096"):
-        next(handlers.sweep(pair, words))
+        handlers.sweep(pair, words)
     with pytest.raises(gr.Error, match="N must be between"):
         handlers.exactness(pair, PROMPT, n=10)
 
@@ -51,7 +51,7 @@ def test_every_model_handler_yields_plain_picklable_values(pair):
     """ZeroGPU pickles every value a handler returns or yields."""
     outputs = [
         *handlers.generate(pair, PROMPT),
-        *handlers.sweep(pair, PROMPT),
+        handlers.sweep(pair, PROMPT),
         handlers.exactness(pair, PROMPT),
         handlers.step(pair, PROMPT),
         handlers.reset_step(),
@@ -87,11 +87,13 @@ def test_generation_streams_coloured_spans_then_records_the_run(pair):
 
 def test_sweep_records_each_cell_as_it_finishes(pair):
     session = Session()
-    updates = list(
+    updates = [
         handlers.sweep(
             pair, PROMPT, ks=[1, 2], temperatures="0, 1", max_new_tokens=16, session=session
         )
-    )
+    ]
+    while not session.sweep.finished:  # the UI queues each further cell as an event of its own
+        updates.append(handlers.sweep_next(pair, session))
     assert [len(by_name(handlers.SWEEP_OUTPUTS, u)["results"]) for u in updates] == [1, 2, 3, 4]
     assert len(session.runs) == 4
     discard(session)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from specdemo.app import costs, race
+from specdemo.app import costs, race, replay
 from specdemo.app.config import encode, parse_run
 from specdemo.app.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
@@ -58,7 +58,7 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
 
 def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
     config = parse_run(PROMPT, max_new_tokens=6)
-    cells = list(race.sweep(pair, config, [1, 3], [0.0, 1.0]))
+    cells = list(replay.sweep(pair, config, [1, 3], [0.0, 1.0]))
     assert [done for done, _, _ in cells] == [1, 2, 3, 4]
     rows = [row for _, _, row in cells]
     assert {(r["k"], r["temperature"]) for r in rows} == {(1, 0), (3, 0), (1, 1), (3, 1)}

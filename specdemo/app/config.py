@@ -10,13 +10,13 @@ import math
 import numbers
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+DATA = files("specdemo") / "data"  # shipped inside the package, so any install finds it
 
 # Widget ranges; the same bounds are enforced on values that arrive through the API.
 LIMITS = {
@@ -49,6 +49,11 @@ DRAFTERS = {
 }
 MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # refuse before tokenizing megabytes
 MAX_SWEEP_CELLS = 64
+# Sessions whose state Gradio keeps in memory, for launch(state_session_capacity=...): each holds
+# every component's config and last value (about 0.4 MB on the tiny pair), and without a cap
+# Gradio keeps 10,000, closed ones included, so memory grows with every visitor. Past the cap the
+# least recently used session is dropped, its runs with it; a workshop room fits well inside.
+SESSIONS_KEPT = 128
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,13 @@ def parse_samples(n) -> int:
     return n
 
 
+def parse_flag(name: str, flag) -> bool:
+    """A checkbox's value, or what an API caller sends for it (nothing counts as false)."""
+    if not isinstance(flag, bool) and flag is not None:
+        raise ValueError(f"{name} must be true or false, got {flag!r}.")
+    return bool(flag)
+
+
 def parse_grid(ks, temperatures) -> tuple[list[int], list[float]]:
     """The sweep's K values and temperatures: lists, or comma-separated text from the API."""
     ks = {_k(k) for k in _items(ks)}
@@ -191,9 +203,10 @@ def encode(pair, config: RunConfig) -> list[int]:
 
 
 def load_examples() -> list[dict]:
-    """Example prompts from assets/prompts.json: label, prompt, drafter. Empty when missing."""
+    """Example prompts from specdemo/data/prompts.json: label, prompt, drafter. Empty when
+    missing."""
     try:
-        examples = json.loads((ASSETS / "prompts.json").read_text())
+        examples = json.loads((DATA / "prompts.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     return [e for e in examples if e.get("prompt") and e.get("drafter", "model") in DRAFTERS]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from specdemo.app import charts, costs, joint, microscope, race, session_charts, stepping
+from specdemo.app import charts, costs, joint, microscope, race, replay, session_charts, stepping
 from specdemo.app import exactness as exact
 from specdemo.app.config import (
     DEFAULTS,
@@ -21,6 +21,7 @@ from specdemo.app.config import (
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
     encode,
+    parse_flag,
     parse_grid,
     parse_rule,
     parse_run,
@@ -38,7 +39,7 @@ SESSION_OUTPUTS = (
     "session_plot", "cost_note", "breakdown_plot", "results", "csv_file", "json_file", "session"
 )  # fmt: skip
 GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
-SWEEP_OUTPUTS = SESSION_OUTPUTS
+SWEEP_OUTPUTS = (*SESSION_OUTPUTS, "sweep_progress", "sweep_tick")
 EXACTNESS_OUTPUTS = ("plot", "joint_plot", "summary", "greedy", "details")
 STEP_OUTPUTS = (
     "text", "draft", "verify", "accept", "table", "plot", "microscope", "microscope_note", "state"
@@ -69,16 +70,24 @@ def generate(
     pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
-    adaptive=DEFAULTS["adaptive"], show_rejected=True, session=None,
+    adaptive=DEFAULTS["adaptive"], show_rejected=True, fresh=False, session=None,
 ):  # fmt: skip
-    """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS)."""
+    """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS).
+    A race already measured with the same pair, prompt, settings and seed is replayed from its
+    record at once, and a target-alone run is reused across K and drafters (``replay``); a
+    `fresh` run measures both again."""
     with user_errors():
         config = parse_run(
             prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
             auto_k,
         )  # fmt: skip
         ids = encode(pair, config)
+        since = time.time() if parse_flag("Fresh run", fresh) else 0.0
     session = Session() if session is None else session
+    recorded = replay.recorded_race(pair, config, since)
+    if recorded is not None:
+        yield race_outputs(session, config, *recorded, show_rejected)
+        return
     unchanged = [gr.skip()] * len(SESSION_OUTPUTS)
     charted = 0.0
     for spec, done in throttled(race.run_speculative(pair, config, ids)):
@@ -89,11 +98,18 @@ def generate(
             charted = time.perf_counter()
         spans = race.visible_spans(session.spans, show_rejected)
         yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
-    for target, _ in throttled(race.run_target(pair, config, ids)):
+    for target, _ in throttled(replay.target_once(pair, config, ids, since)):
         comparison = race.comparison_markdown(spec, target)
         yield [gr.skip(), list(target.spans), comparison, gr.skip(), *unchanged]
+    replay.keep_race(pair, config, spec, target)
+    yield race_outputs(session, config, spec, target, show_rejected)
+
+
+def race_outputs(session: Session, config, spec, target, show_rejected: bool) -> list:
+    """A finished race (measured now or replayed), recorded in the session (GENERATE_OUTPUTS)."""
+    session.spans = list(spec.spans)
     session.runs.append(race.record(config, spec, target))
-    yield [
+    return [
         race.visible_spans(session.spans, show_rejected),
         list(target.spans),
         race.comparison_markdown(spec, target, config),
@@ -106,9 +122,11 @@ def sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    session=None, progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
+    fresh=False, session=None, progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
 ):  # fmt: skip
-    """Every (K, temperature) cell of the grid, each recorded as it finishes (SWEEP_OUTPUTS)."""
+    """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
+    Each further cell is a call of ``sweep_next`` of its own, so other people's runs take the
+    model between cells. Cells already measured are replayed from the record unless `fresh`."""
     with user_errors():
         config = parse_run(
             prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
@@ -116,12 +134,41 @@ def sweep(
         )  # fmt: skip
         grid = parse_grid(ks, temperatures)
         encode(pair, config)
+        fresh = parse_flag("Fresh run", fresh)
     session = Session() if session is None else session
-    progress(0.0, desc="Running the target-only baseline")
-    for done, total, row in race.sweep(pair, config, *grid):
-        session.runs.append(row)
-        progress(done / total, desc=f"K = {row['k']}, T = {row['temperature']:g}")
-        yield session_outputs(session)
+    session.sweep = replay.plan_sweep(config, *grid, fresh)
+    return sweep_next(pair, session, progress)
+
+
+def sweep_next(pair, session=None, progress=gr.Progress()):  # noqa: B008
+    """The next cell of the session's sweep, recorded (SWEEP_OUTPUTS). The last output, the
+    sweep's tick, changes while cells remain: the UI queues the next call on that change, and an
+    API caller calls again until the progress says the sweep is done. Nothing changes when no
+    sweep is under way."""
+    plan = session.sweep if session is not None else None
+    if plan is None or plan.finished:
+        return [gr.skip()] * len(SWEEP_OUTPUTS)
+    temperature, k = plan.cells[plan.done]
+    n = len(plan.cells)
+    progress(plan.done / n, desc=f"Sweep cell {plan.done + 1} of {n}: K = {k}, T = {temperature:g}")
+    with user_errors():
+        plan, row = replay.sweep_cell(pair, plan)
+    session.sweep = plan
+    session.runs.append(row)
+    tick = gr.skip() if plan.finished else (plan.id, plan.done)
+    return [*session_outputs(session), sweep_markdown(plan), tick]
+
+
+def sweep_markdown(plan) -> str:
+    """How far a sweep (``replay.SweepPlan``) has come."""
+    n = len(plan.cells)
+    if plan.finished:
+        return f"**Sweep done:** {n} of {n} cells."
+    temperature, k = plan.cells[plan.done]
+    return (
+        f"**Sweep:** {plan.done} of {n} cells done; next K = {k}, T = {temperature:g}. Each cell "
+        "takes its turn at the model, so other people's runs go in between."
+    )
 
 
 def session_outputs(session: Session) -> list:
@@ -194,13 +241,14 @@ def reset_step() -> list:
 
 
 def model_markdown(summary) -> str:
-    """The loaded pair in one line: names, sizes, precision, device, load time."""
+    """The loaded pair in one line: names, sizes, precision, device, load time, and why the
+    precision running is not the one asked for, when it is not."""
     s = summary
     return (
         f"**Target** {s.target_name} ({_params(s.target_params)}) · "
         f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · "
         f"**Precision** {s.precision} · **Device** {s.device} · pair `{s.pair}`, "
-        f"loaded in {s.load_seconds:.1f} s"
+        f"loaded in {s.load_seconds:.1f} s" + (f" · ⚠ {s.note}" if s.note else "")
     )
 
 

@@ -1,8 +1,9 @@
-"""The race: a speculative run and a target-only run on one prompt, timed apart, and the sweep.
+"""The race: a speculative run and a target-only run on one prompt, timed apart.
 
 ``run_speculative`` and ``run_target`` yield the same growing run object after every target pass,
 timed inside the engine only (rendering and sending are not counted); ``record`` turns a finished
 pair of runs into one results row, and ``comparison_markdown`` into the side-by-side table.
+``replay`` answers a run already measured with its record, and sweeps a grid one cell per call.
 """
 
 import statistics
@@ -46,6 +47,7 @@ class SpecRun:
     asked: list[int] = field(default_factory=list)  # per round: the K chosen (or fixed)
     seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
     profile: StepCosts | None = None  # this machine's step costs for the pair, as auto K uses
+    measured_at: float | None = None  # set when answered from the record: when it was measured
 
     @property
     def tokens_per_s(self) -> float:
@@ -60,6 +62,7 @@ class TargetRun:
     tokens: list[int] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)  # per token; the first has the prefill
     seconds: float = 0.0
+    measured_at: float | None = None  # set when answered from the record: when it was measured
 
     @property
     def tokens_per_s(self) -> float:
@@ -163,8 +166,7 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
     The speculative run's c = t_draft / t_step takes its t_step from the target-alone run
     (``TargetRun.t_step``); it is None when that is unknown. The cost model's numbers
     (``costs.run_costs``) prefer the run's own plain step and draft step to the profile's."""
-    s = spec.stats
-    s.t_step = target.t_step
+    s = replace(spec.stats, t_step=target.t_step)  # the run itself stays as measured
     greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
     costs = s.costs()
     # A verify at the asked k ran (never for "auto", whose k changes from round to round).
@@ -199,6 +201,7 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
         "target_passes": len(target.tokens),
         "speedup": spec.tokens_per_s / target.tokens_per_s if target.tokens_per_s else 0.0,
         "greedy_match": greedy_match,
+        "replayed": spec.measured_at is not None,  # answered from the record, measured earlier
         **explaining(spec, target),
     }
 
@@ -228,22 +231,6 @@ def explaining(spec: SpecRun, target: TargetRun) -> dict:
     }
 
 
-def sweep(
-    pair, config: RunConfig, ks: list[int], temperatures: list[float]
-) -> Iterator[tuple[int, int, dict]]:
-    """Every (temperature, K) cell, each speculative run timed against one target-only baseline
-    per temperature (the baseline does not depend on K). Yields (cells done, cells, record)."""
-    ids = encode(pair, config)
-    done, total = 0, len(ks) * len(temperatures)
-    for temperature in temperatures:
-        base = replace(config, temperature=temperature)
-        target = last(run_target(pair, base, ids))
-        for k in ks:
-            cell = replace(base, k=k)
-            done += 1
-            yield done, total, record(cell, last(run_speculative(pair, cell, ids)), target)
-
-
 COMPARISON_ROWS = [
     "Tokens/s",
     "Wall time",
@@ -259,7 +246,8 @@ def comparison_markdown(
     spec: SpecRun | None, target: TargetRun | None, finished: RunConfig | None = None
 ) -> str:
     """The side-by-side numbers, a run still to come showing dots; once both runs have
-    `finished` (under that config), a note on whether their tokens agree."""
+    `finished` (under that config), a note on whether their tokens agree, and on any run
+    answered from the record (``replay_note``)."""
     speedup = "…"
     if spec and target and target.tokens_per_s:
         speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
@@ -269,7 +257,30 @@ def comparison_markdown(
     lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
     if finished is not None:
         lines += ["", same_tokens_note(spec.tokens, target.tokens, finished.temperature == 0)]
+        note = replay_note(spec, target)
+        lines += ["", note] if note else []
     return "\n".join(lines)
+
+
+def replay_note(spec: SpecRun, target: TargetRun) -> str:
+    """Which runs were answered from the record, and when they were measured."""
+    if spec.measured_at is not None:
+        return (
+            f"*Replayed from a run measured at {clock(spec.measured_at)}: the same pair, prompt, "
+            "settings and seed give the same tokens, and every figure above is that run's. "
+            "Tick **Fresh run** to measure again.*"
+        )
+    if target.measured_at is not None:
+        return (
+            f"*Target alone: the run measured at {clock(target.measured_at)} for the same prompt, "
+            "sampling, seed and length (K and the drafter do not change it), with its timings.*"
+        )
+    return ""
+
+
+def clock(at: float) -> str:
+    """A time.time() as the server's HH:MM."""
+    return time.strftime("%H:%M", time.localtime(at))
 
 
 def _column(run: SpecRun | TargetRun | None) -> list[str]:

@@ -1,8 +1,10 @@
-"""What one browser session accumulates: its recorded runs, the last answer's spans, its exports.
+"""What one browser session accumulates: its recorded runs, the last answer's spans, its exports,
+the sweep it has under way.
 
 A ``Session`` is plain picklable data that lives in a ``gr.State``; ``export`` writes its runs to
-CSV and JSON in the session's own temporary folder and ``discard`` removes that folder when
-Gradio expires the state. ``results_table`` is the runs as the table the app shows.
+CSV and JSON in the session's own temporary folder and ``discard`` removes that folder and lets
+go of the runs when Gradio expires the state. ``results_table`` is the runs as the table the app
+shows.
 """
 
 import csv
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from specdemo.app.config import DRAFTERS
 from specdemo.app.costs import efficiency
+from specdemo.app.replay import SweepPlan
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
 # the run's measured α per draft and costs, and efficiency is measured / predicted speedup.
@@ -36,11 +39,13 @@ RESULT_COLUMNS = [
 
 @dataclass
 class Session:
-    """A session's runs (``race.record`` rows), and where their exports are written."""
+    """A session's runs (``race.record`` rows), where their exports are written, and the sweep
+    under way (``replay.SweepPlan``; its cells run one per queued event)."""
 
     runs: list[dict] = field(default_factory=list)
     spans: list[tuple[str, str]] = field(default_factory=list)  # the last speculative answer
     folder: str | None = None
+    sweep: SweepPlan | None = None
 
 
 def export(session: Session) -> tuple[str, str] | tuple[None, None]:
@@ -60,9 +65,13 @@ def export(session: Session) -> tuple[str, str] | tuple[None, None]:
 
 
 def discard(session: Session | None) -> None:
-    """Remove a finished session's export folder (Gradio calls this when the state expires)."""
-    if session is not None and session.folder:
+    """Remove a finished session's export folder and let go of its runs (Gradio calls this when
+    the state expires)."""
+    if session is None:
+        return
+    if session.folder:
         shutil.rmtree(session.folder, ignore_errors=True)
+    session.runs, session.spans, session.folder, session.sweep = [], [], None, None
 
 
 def results_table(runs: list[dict]) -> list[list]:

@@ -22,6 +22,7 @@ from specdemo.app.config import (
     SWEEP_DEFAULTS,
     load_examples,
 )
+from specdemo.app.preparing import Preparation
 from specdemo.app.session import RESULT_COLUMNS, Session, discard
 from specdemo.app.stepping import STEP_COLUMNS
 from specdemo.render import COLORS
@@ -35,20 +36,54 @@ except ImportError:
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
 SPEC_COLORS = {label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected")}
 
-# HighlightedText has no per-label class; the frontend paints each token with its label's colour
-# as "rgba(r, g, b, 0.5)", so the rejected colour picks out rejected drafts.
-REJECTED_RGB = ", ".join(str(int(COLORS["rejected"][i : i + 2], 16)) for i in (1, 3, 5))
-CSS = """
-.token-pane .textfield { font-size: 1.2rem; line-height: 2.1; }
+THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
+LARGE_TEXT = 1.25  # the "Large text" switch scales each of THEME's text sizes by this
+LARGE_SIZES = " ".join(
+    f"--text-{size}: {float(getattr(THEME, f'text_{size}').removesuffix('px')) * LARGE_TEXT:g}px;"
+    for size in ("xxs", "xs", "sm", "md", "lg", "xl", "xxl")
+)
+# In the browser, without a server round trip: the class on <html> switches to LARGE_SIZES.
+LARGE_TEXT_JS = "(large) => { document.documentElement.classList.toggle('large-text', large); }"
+
+
+def _by_label(css: str) -> str:
+    """`css` with each "@label" made that label's colour and each "$label" a selector for what is
+    painted in it: HighlightedText has no per-label class, but paints each token and legend entry
+    with its label's colour as "rgba(r, g, b, 0.5)"."""
+    for label, color in COLORS.items():
+        rgb = ", ".join(str(int(color[i : i + 2], 16)) for i in (1, 3, 5))
+        css = css.replace(f"${label}", f'[style*="rgba({rgb},"]').replace(f"@{label}", color)
+    return css
+
+
+CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_label("""
+.token-pane .textfield { font-size: calc(1.2 * var(--text-md)); line-height: 2.1; }
 .token-pane .token { margin: 0 1px; }
 .token-pane .text { white-space: pre-wrap; }
-.token-pane .token[style*="$rejected"] .text {
-  text-decoration: line-through; text-decoration-thickness: 2px; opacity: 0.75;
+/* Each label's cue without colour, in the text and its legend alike (render.ANSI has the
+   terminal's): accepted plain, resampled wavy-underlined, bonus boxed, rejected struck through. */
+.token-pane .token$resampled .text, .token-pane .legend-item$resampled {
+  text-decoration: underline wavy; text-decoration-thickness: 2px; text-underline-offset: 0.25em;
 }
-.token-pane .legend-item[style*="$rejected"] { text-decoration: line-through; }
-.phase { font-size: 1.05rem; }
-""".replace("$rejected", REJECTED_RGB)
-THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
+.token-pane .token$bonus, .token-pane .legend-item$bonus { border: 2px solid @bonus; }
+.token-pane .token$rejected .text, .token-pane .legend-item$rejected {
+  text-decoration: line-through; text-decoration-thickness: 2px;
+}
+.token-pane .token$rejected .text { opacity: 0.75; }
+.phase { font-size: calc(1.05 * var(--text-md)); }
+/* The "Large text" switch, small and to the right. */
+.form:has(> #large-text) { width: fit-content; margin-left: auto; }
+/* Phones: narrower page margins, and a row's children stack instead of sharing the width. */
+.gradio-container .main.app { padding-inline: min(var(--size-8), 4vw); }
+@media (max-width: 640px) {
+  .row { flex-direction: column; align-items: stretch; }
+  #comparison th, #comparison td { padding: var(--size-1-5) var(--size-2); }
+}
+/* The race's table: a number never breaks across lines. */
+#comparison table { width: 100%; }
+#comparison th, #comparison td { overflow-wrap: normal; word-break: normal; }
+#comparison td[align="right"] { white-space: nowrap; }
+""")
 
 INTRO = (
     "# Speculative decoding, made visible\n"
@@ -131,7 +166,9 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
         with gr.Column():
             w["prompt"] = gr.Textbox(first, label="Prompt", lines=5, max_lines=14)
             with gr.Accordion("System prompt (optional)", open=False):
-                w["system"] = gr.Textbox(show_label=False, lines=2, placeholder="e.g. Be brief.")
+                w["system"] = gr.Textbox(
+                    label="System prompt", show_label=False, lines=2, placeholder="e.g. Be brief."
+                )
         with gr.Column():
             with gr.Row():
                 w["k"] = slider("k", "K", "draft tokens per round, when not auto", elem_id="k")
@@ -167,19 +204,36 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
     with gr.Row():
         w["run"] = gr.Button("Generate", variant="primary", elem_id="generate")
         w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+        w["fresh"] = gr.Checkbox(
+            False,
+            label="Fresh run",
+            info="Measure again: otherwise a run already measured here with the same prompt, "
+            "settings and seed is replayed, with its recorded timings",
+            elem_id="fresh-run",
+        )
     with gr.Row(equal_height=True):
         w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_COLORS, "spec-pane")
         w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")
     with gr.Row():
-        w["comparison"] = gr.Markdown(race.comparison_markdown(None, None), elem_id="comparison")
+        w["comparison"] = gr.Markdown(
+            race.comparison_markdown(None, None), label="The race", elem_id="comparison"
+        )
         gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
-    w["rounds_plot"] = gr.Plot(charts.rounds_chart([], []), show_label=False, elem_id="rounds-plot")
-    w["session_plot"] = gr.Plot(
-        session_charts.session_chart([]), show_label=False, elem_id="session-plot"
+    w["rounds_plot"] = gr.Plot(
+        charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
     )
-    w["cost_note"] = gr.Markdown(costs.cost_note([]), elem_id="cost-note")
+    w["session_plot"] = gr.Plot(
+        session_charts.session_chart([]),
+        label="The session against K",
+        show_label=False,
+        elem_id="session-plot",
+    )
+    w["cost_note"] = gr.Markdown(costs.cost_note([]), label="Measured costs", elem_id="cost-note")
     w["breakdown_plot"] = gr.Plot(
-        session_charts.breakdown_chart([]), show_label=False, elem_id="breakdown-plot"
+        session_charts.breakdown_chart([]),
+        label="Where the time goes",
+        show_label=False,
+        elem_id="breakdown-plot",
     )
     with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
         with gr.Row():
@@ -197,6 +251,8 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
             w["sweep"] = gr.Button("Sweep", variant="primary", elem_id="sweep")
             w["csv_file"] = gr.DownloadButton("Download CSV", elem_id="download-csv")
             w["json_file"] = gr.DownloadButton("Download JSON", elem_id="download-json")
+        w["sweep_progress"] = gr.Markdown(label="Sweep progress", elem_id="sweep-progress")
+        w["sweep_tick"] = gr.State(None)  # changes after each cell while cells remain
         w["results"] = gr.Dataframe(
             headers=RESULT_COLUMNS, label="This session's runs", elem_id="results"
         )
@@ -228,15 +284,19 @@ def exact_tab(first: str) -> dict:
         elem_id="rule",
     )
     w["check"] = gr.Button("Check", variant="primary", elem_id="check")
-    w["summary"] = gr.Markdown(elem_id="exact-summary")
+    w["summary"] = gr.Markdown(label="Verdict", elem_id="exact-summary")
     with gr.Row():
-        w["plot"] = gr.Plot(charts.placeholder("Histograms appear here"), show_label=False)
-        w["joint_plot"] = gr.Plot(
-            charts.placeholder("The first two tokens appear here"), show_label=False
+        w["plot"] = gr.Plot(
+            charts.placeholder("Histograms appear here"), label="First token", show_label=False
         )
-    w["greedy"] = gr.Markdown()
+        w["joint_plot"] = gr.Plot(
+            charts.placeholder("The first two tokens appear here"),
+            label="First two tokens",
+            show_label=False,
+        )
+    w["greedy"] = gr.Markdown(label="Greedy check")
     with gr.Accordion("Raw numbers", open=False):
-        w["details"] = gr.JSON(show_label=False)
+        w["details"] = gr.JSON(label="Raw numbers", show_label=False)
     return w
 
 
@@ -262,13 +322,22 @@ def step_tab(first: str) -> dict:
     w["text"] = token_pane("The answer so far", SPEC_COLORS, "step-pane")
     with gr.Row(equal_height=True):
         for phase in ("draft", "verify", "accept"):
-            w[phase] = gr.Markdown(elem_classes="phase")
+            w[phase] = gr.Markdown(label=phase.capitalize(), elem_classes="phase")
     w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round")
-    w["plot"] = gr.Plot(charts.placeholder(handlers.STEP_PLACEHOLDER), show_label=False)
-    w["microscope"] = gr.Plot(
-        charts.placeholder(microscope.PLACEHOLDER), show_label=False, elem_id="microscope"
+    w["plot"] = gr.Plot(
+        charts.placeholder(handlers.STEP_PLACEHOLDER),
+        label="This round's guesses",
+        show_label=False,
     )
-    w["microscope_note"] = gr.Markdown(elem_id="microscope-note", elem_classes="phase")
+    w["microscope"] = gr.Plot(
+        charts.placeholder(microscope.PLACEHOLDER),
+        label="Microscope",
+        show_label=False,
+        elem_id="microscope",
+    )
+    w["microscope_note"] = gr.Markdown(
+        label="Microscope note", elem_id="microscope-note", elem_classes="phase"
+    )
     w["state"] = gr.State(None)
     return w
 
@@ -277,22 +346,62 @@ def step_tab(first: str) -> dict:
 
 
 def build(pair) -> gr.Blocks:
-    """The app for a loaded pair, its queue configured; launch it with css=CSS, theme=THEME."""
+    """The app, its queue configured; launch it with css=CSS, theme=THEME. `pair` is a loaded pair
+    or a ``preparing.Preparation``: until that is ready the page shows its preparation panel and
+    the handlers answer with its message; then the tabs appear (``show_when_ready``)."""
+    if isinstance(pair, Preparation) and pair.ready:
+        pair = pair.pair
+    preparing = isinstance(pair, Preparation)
     examples = load_examples()
     first = examples[0]["prompt"] if examples else "Write a Python function that adds two numbers."
     with gr.Blocks(title="Speculative decoding, made visible", delete_cache=(3600, 3600)) as app:
         gr.Markdown(INTRO)
-        gr.Markdown(handlers.model_markdown(pair.summary), elem_id="model-info")
-        session = gr.State(Session(), delete_callback=discard)
-        with gr.Tab("Generate"):
-            generate = {**generate_tab(first, examples), "session": session}
-        with gr.Tab("Is it exact?"):
-            exact = exact_tab(first)
-        with gr.Tab("Step through"):
-            step = step_tab(first)
+        large = gr.Checkbox(False, label="Large text", elem_id="large-text")
+        large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private")
+        info = gr.Markdown(
+            "" if preparing else handlers.model_markdown(pair.summary), elem_id="model-info"
+        )
+        with gr.Column(visible=not preparing) as tabs:
+            session = gr.State(Session(), delete_callback=discard)
+            with gr.Tab("Generate"):
+                generate = {**generate_tab(first, examples), "session": session}
+            with gr.Tab("Is it exact?"):
+                exact = exact_tab(first)
+            with gr.Tab("Step through"):
+                step = step_tab(first)
         wire(pair, generate, exact, step)
+        if preparing:
+            show_when_ready(app, pair, info, tabs)
     app.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return app
+
+
+def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> None:
+    """Every page polls `preparation` each second and shows its panel until the pair is ready,
+    then the tabs and the model line; a failure stays on the panel."""
+    panel = gr.Markdown(preparation.markdown(), elem_id="preparing")
+    timer = gr.Timer(1.0)
+
+    def refresh():
+        if preparation.ready:
+            return (
+                handlers.model_markdown(preparation.pair.summary),
+                gr.Markdown(visible=False),
+                gr.Column(visible=True),
+                gr.Timer(active=False),
+            )
+        stop = gr.Timer(active=False) if preparation.failed else gr.skip()
+        return gr.skip(), preparation.markdown(), gr.skip(), stop
+
+    gr.on(
+        [app.load, timer.tick],
+        refresh,
+        None,
+        [info, panel, tabs, timer],
+        show_progress="hidden",
+        concurrency_limit=None,
+        api_visibility="private",
+    )
 
 
 def wire(pair, generate: dict, exact: dict, step: dict) -> None:
@@ -317,6 +426,28 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
         event(generate["run"], handlers.generate, generate, handlers.GENERATE_OUTPUTS, "generate"),
         event(generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep"),
     ]
+
+    def cell_seconds(session=None, **_) -> int:
+        """ZeroGPU's ask for one sweep cell: a speculative run and the target alone."""
+        plan = getattr(session, "sweep", None)
+        if plan is None or plan.finished:
+            return gpu.ask(0)
+        c = plan.next_config()
+        tokens = c.max_new_tokens
+        return gpu.ask(gpu.speculative_seconds(tokens, c.k, c.drafter) + gpu.target_seconds(tokens))
+
+    # A sweep runs one cell per queued event: the tick a cell leaves queues the next cell, so a
+    # run asked for meanwhile takes the model between two cells.
+    next_cell = functools.partial(handlers.sweep_next, pair)
+    runs.append(
+        generate["sweep_tick"].change(
+            on_gpu(next_cell, gpu.per_request(next_cell, cell_seconds)),
+            _inputs(handlers.sweep_next, generate),
+            [generate[name] for name in handlers.SWEEP_OUTPUTS],
+            api_name="sweep_next",
+            **model,
+        )
+    )
     generate["stop"].click(None, cancels=runs, api_visibility="private")
     generate["show_rejected"].change(
         handlers.toggle_rejected,
