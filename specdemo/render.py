@@ -3,7 +3,8 @@
 A span is a ``(text, label)`` pair, the shape Gradio's HighlightedText takes. Labels:
 "accepted" (a draft token the target kept), "resampled" (the target's replacement for the first
 rejected draft), "bonus" (the extra token after a fully accepted block), "rejected" (the draft
-token that lost, shown struck through), and "target" for target-only tokens. Each label has a
+token that lost, shown struck through), and "target" for a token the target chose with no draft
+before it (target-only runs, and rounds where automatic K chose K = 0). Each label has a
 colour from a colour-blind-safe palette and a second cue that needs no colour at all.
 """
 
@@ -32,7 +33,8 @@ def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> lis
         else:
             if show_rejected and r.rejected is not None:
                 spans.append((detok.peek(r.rejected), "rejected"))
-            label = "bonus" if r.bonus else "resampled"
+            # A round with no drafts (automatic K chose K = 0) is a plain target step.
+            label = "target" if not r.k else "bonus" if r.bonus else "resampled"
         spans.append((detok.push(token), label))
     return [(text, label) for text, label in spans if text]
 

@@ -130,7 +130,7 @@ def labels(spans: list[dict]) -> set[str]:
 def test_generate_streams_both_panes_and_records_the_run(client):
     outputs = client.predict(**GENERATE, api_name="/generate")
     spec, target, comparison, _, session_plot, cost_note, _, table, csv_path, json_path = outputs
-    assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected"}
+    assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected", "target"}
     assert "accepted" in labels(spec) and labels(target) == {"target"}
     assert "Speedup" in comparison and "Target passes" in comparison
     assert session_plot["type"] == "plotly"

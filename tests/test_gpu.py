@@ -7,6 +7,7 @@ import functools
 import os
 import subprocess
 import time
+import types
 from pathlib import Path
 
 import gradio as gr
@@ -15,7 +16,7 @@ import torch
 
 from specdemo import bench, bench_report
 from specdemo.app import gpu, handlers, ui
-from specdemo.app.config import SWEEP_DEFAULTS
+from specdemo.app.config import SWEEP_DEFAULTS, parse_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a Python function that adds two numbers."
@@ -51,10 +52,15 @@ def test_step_through_and_the_exactness_check_ask_for_little():
     assert gpu.step_seconds(PROMPT) < gpu.exactness_seconds(PROMPT) < gpu.generate_seconds(PROMPT)
 
 
-def test_the_default_sweep_fits_one_call_and_more_cells_ask_for_more():
-    default = gpu.sweep_seconds(PROMPT)
-    assert default < gpu.MAX_SECONDS
-    assert gpu.sweep_seconds(PROMPT, ks=[1], temperatures=[0.0]) < default
+def test_a_sweep_asks_for_one_cell_per_event():
+    """The first event runs the first cell (the smallest K); each later one asks for its own."""
+    first = gpu.sweep_seconds(PROMPT, ks=[8, 1])
+    assert gpu.sweep_seconds(PROMPT, ks=[8, 1], max_new_tokens=16) < first < gpu.MAX_SECONDS
+    plan = types.SimpleNamespace(finished=False, next_config=lambda: parse_run(PROMPT, k=1))
+    session = types.SimpleNamespace(sweep=plan)
+    assert gpu.sweep_next_seconds(session=session) == first
+    plan.finished = True
+    assert gpu.sweep_next_seconds(session=session) < first
 
 
 def test_a_sweep_beyond_the_zero_gpu_cap_is_refused():

@@ -45,6 +45,11 @@ def test_a_fully_accepted_block_earns_a_bonus_token():
     assert spans == [("a", "accepted"), ("b", "accepted"), ("e", "bonus")]
 
 
+def test_a_round_without_drafts_is_a_plain_target_step():
+    r = make_round(draft=[], n_accepted=0, next_token=4)  # automatic K chose K = 0
+    assert round_spans(r, Detokenizer(LetterTokenizer())) == [("e", "target")]
+
+
 def test_rejected_drafts_can_be_left_out_and_do_not_enter_the_text():
     detok = Detokenizer(LetterTokenizer(), [5])
     r = make_round(draft=[0, 1], n_accepted=0, next_token=2)

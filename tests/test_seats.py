@@ -14,7 +14,7 @@ from test_browser import CHROMIUM_ARGS, PAIR
 
 from specdemo.app import ui
 
-SPEC_LABELS = ("accepted", "resampled", "bonus", "rejected")
+SPEC_LABELS = ("accepted", "resampled", "bonus", "rejected", "target")
 PHONE = {"width": 390, "height": 844}
 
 
@@ -120,7 +120,7 @@ def cues(locator) -> list[tuple]:
 
 
 @pytest.mark.browser
-def test_the_four_labels_differ_without_colour_in_the_text_and_its_legend(phone):
+def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     race(phone)
     legend = phone.locator("#spec-pane .legend-item")
     assert legend.all_inner_texts() == list(SPEC_LABELS)
@@ -132,6 +132,7 @@ def test_the_four_labels_differ_without_colour_in_the_text_and_its_legend(phone)
         "resampled": ("underline", "wavy", False),
         "bonus": ("none", "solid", True),
         "rejected": ("line-through", "solid", False),
+        "target": ("underline", "dotted", False),
     }
     # Each token in the text looks as its label's legend entry does.
     by_paint = {cue[0]: cue[1:] for cue in legend.values()}

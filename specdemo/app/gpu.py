@@ -77,8 +77,9 @@ def sweep_seconds(
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"], **_,
 ) -> int:  # fmt: skip
-    """The sweep: per temperature one target-only baseline and a speculative run per K. Only
-    ZeroGPU asks, so a grid of more than ZERO_GPU_SWEEP_CELLS cells is refused here."""
+    """The sweep's first event runs its first cell (the target alone and one speculative run;
+    ``sweep_next_seconds`` asks for each later cell). Only ZeroGPU asks, so a grid of more than
+    ZERO_GPU_SWEEP_CELLS cells is refused here."""
     c = parse_run(
         prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
         drafter=drafter, adaptive=adaptive,
@@ -91,10 +92,18 @@ def sweep_seconds(
             f"this one has {len(ks) * len(temperatures)}."
         )
     tokens = c.max_new_tokens
-    per_temperature = target_seconds(tokens) + sum(
-        speculative_seconds(tokens, k, c.drafter) for k in ks
-    )
-    return ask(len(temperatures) * per_temperature)
+    return ask(target_seconds(tokens) + speculative_seconds(tokens, ks[0], c.drafter))
+
+
+def sweep_next_seconds(session=None, **_) -> int:
+    """One later sweep cell: its speculative run, and the target alone should it be the first
+    of a new temperature (charged always: the estimate must not fall short)."""
+    plan = getattr(session, "sweep", None)
+    if plan is None or plan.finished:
+        return ask(0)
+    c = plan.next_config()
+    tokens = c.max_new_tokens
+    return ask(speculative_seconds(tokens, c.k, c.drafter) + target_seconds(tokens))
 
 
 def exactness_seconds(
@@ -124,6 +133,7 @@ def step_seconds(
 SECONDS = {  # handler name -> its estimate
     "generate": generate_seconds,
     "sweep": sweep_seconds,
+    "sweep_next": sweep_next_seconds,
     "exactness": exactness_seconds,
     "step": step_seconds,
 }

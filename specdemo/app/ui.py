@@ -34,7 +34,9 @@ except ImportError:
     spaces = None
 
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
-SPEC_COLORS = {label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected")}
+SPEC_COLORS = {
+    label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected", "target")
+}
 
 THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
 LARGE_TEXT = 1.25  # the "Large text" switch scales each of THEME's text sizes by this
@@ -70,6 +72,10 @@ CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_labe
   text-decoration: line-through; text-decoration-thickness: 2px;
 }
 .token-pane .token$rejected .text { opacity: 0.75; }
+/* Beside drafted tokens, a token the target chose alone (automatic K chose K = 0) is dotted. */
+:is(#spec-pane, #step-pane) :is(.token$target .text, .legend-item$target) {
+  text-decoration: underline dotted; text-decoration-thickness: 2px;
+}
 .phase { font-size: calc(1.05 * var(--text-md)); }
 /* The "Large text" switch, small and to the right. */
 .form:has(> #large-text) { width: fit-content; margin-left: auto; }
@@ -410,11 +416,11 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
     # sent, so an API call outside the sliders' limits gets a message naming the field.
     model = {"concurrency_id": "model", "concurrency_limit": 1, "preprocess": False}
 
-    def event(button, handler, widgets, outputs, api_name):
+    def event(button, handler, widgets, outputs, api_name, trigger="click"):
         fn = functools.partial(handler, pair)
         # ZeroGPU asks for the seconds this request needs, computed from its own arguments.
         duration = gpu.per_request(fn, gpu.SECONDS[handler.__name__])
-        return button.click(
+        return getattr(button, trigger)(
             on_gpu(fn, duration),
             _inputs(handler, widgets),
             [widgets[name] for name in outputs],
@@ -427,25 +433,16 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
         event(generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep"),
     ]
 
-    def cell_seconds(session=None, **_) -> int:
-        """ZeroGPU's ask for one sweep cell: a speculative run and the target alone."""
-        plan = getattr(session, "sweep", None)
-        if plan is None or plan.finished:
-            return gpu.ask(0)
-        c = plan.next_config()
-        tokens = c.max_new_tokens
-        return gpu.ask(gpu.speculative_seconds(tokens, c.k, c.drafter) + gpu.target_seconds(tokens))
-
     # A sweep runs one cell per queued event: the tick a cell leaves queues the next cell, so a
     # run asked for meanwhile takes the model between two cells.
-    next_cell = functools.partial(handlers.sweep_next, pair)
     runs.append(
-        generate["sweep_tick"].change(
-            on_gpu(next_cell, gpu.per_request(next_cell, cell_seconds)),
-            _inputs(handlers.sweep_next, generate),
-            [generate[name] for name in handlers.SWEEP_OUTPUTS],
-            api_name="sweep_next",
-            **model,
+        event(
+            generate["sweep_tick"],
+            handlers.sweep_next,
+            generate,
+            handlers.SWEEP_OUTPUTS,
+            "sweep_next",
+            trigger="change",
         )
     )
     generate["stop"].click(None, cancels=runs, api_visibility="private")
