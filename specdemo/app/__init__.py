@@ -1,6 +1,9 @@
 """The Gradio app, in modules that each import only those listed before them: ``config``
-(validation), ``costs`` (the cost model's numbers for a session), ``race``, ``session``,
-``exactness``, ``joint`` and ``stepping`` (runs and their Markdown, no Gradio), ``charts``,
-``session_charts`` and ``microscope`` (Plotly figures), ``handlers`` (the plain functions behind each event) and
-``ui`` (layout and wiring). ``app.py`` at the repository root loads a pair and serves ``ui.build``.
+(validation), ``costs`` (the cost model's numbers for a session), ``race``, ``replay`` (runs
+recorded for identical requests, and the sweep's cells), ``session``, ``exactness``, ``joint``
+and ``stepping`` (runs and their Markdown, no Gradio), ``charts``, ``session_charts`` and
+``microscope`` (Plotly figures), ``handlers`` (the plain functions behind each event), ``gpu``
+(ZeroGPU's seconds per request), ``preparing`` (the page while the pair loads) and ``ui``
+(layout and wiring). ``app.py`` at the repository root serves ``ui.build`` at once and loads the
+pair behind it.
 """
