@@ -132,11 +132,14 @@ def test_stop_cancels_a_run_mid_way(page):
 def test_step_through_zooms_in_on_the_rejected_guess(page):
     """Step until a round ends in a rejection; p and q at that guess are drawn and explained."""
     page.get_by_role("tab", name="Step through").click()
-    note = "document.querySelector('#microscope-note').innerText"
-    for _ in range(8):
-        before = page.inner_text("#microscope-note")
+    # Each step adds tokens to the answer; two full accepts in a row can leave the note as it
+    # was, so a step is done when the answer has grown.
+    answer = "document.querySelector('#step-pane').innerText"
+    for _ in range(20):
+        before = page.evaluate(answer)
         page.click("#step")
-        page.wait_for_function(f"{note} !== {before!r} && {note}.trim() !== ''")
+        page.wait_for_function(f"{answer} !== {before!r}")
+        page.wait_for_function("document.querySelector('#microscope-note').innerText.trim()")
         if "Σ min(p, q)" in page.inner_text("#microscope-note"):
             break
     text = page.inner_text("#microscope-note")

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import os
 import subprocess
+import sys
 import time
 import types
 from pathlib import Path
@@ -209,3 +210,30 @@ def test_gpu_bench_dry_run_builds_the_random_pair_and_stops_before_cuda(tmp_path
         assert (tmp_path / "pair" / name / "config.json").exists()
     assert not (tmp_path / "out").exists()
     assert time.perf_counter() - start < 90
+
+
+def test_with_the_spaces_package_the_app_serves_on_a_cpu():
+    """With Hugging Face's `spaces` package installed and its decorator applied (as on a GPU
+    Space), the app still builds and a handler runs on the CPU: spaces.GPU leaves a function
+    as it is off ZeroGPU. In a subprocess, so importing `spaces` touches no other test."""
+    pytest.importorskip("spaces")
+    code = """
+import functools, spaces, torch
+from specdemo.app import handlers, ui
+from specdemo.models import load_pair
+torch.cuda.is_available = lambda: True  # what a GPU Space's check sees; not ZeroGPU
+assert ui.spaces is spaces
+app = ui.build(load_pair())
+fn = next(f.fn for f in app.fns.values() if f.api_name == "step")
+assert isinstance(fn, functools.partial) and fn.func is handlers.step
+outputs = fn("Write a function that adds two numbers.")
+assert outputs[-1].steps == 1
+print("served")
+"""
+    env = {**os.environ, "SPECDEMO_PAIR": "tiny", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env.pop("SPACES_ZERO_GPU", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and "served" in done.stdout, done.stderr[-2000:]

@@ -25,6 +25,15 @@ from specdemo.app.config import (
 from specdemo.app.preparing import Preparation
 from specdemo.app.session import RESULT_COLUMNS, Session, discard
 from specdemo.app.stepping import STEP_COLUMNS
+from specdemo.app.style import (  # noqa: F401 (launch(theme=ui.THEME, css=ui.CSS))
+    CSS,
+    EXACT_INTRO,
+    INTRO,
+    LARGE_TEXT_JS,
+    SPEC_COLORS,
+    STEP_INTRO,
+    THEME,
+)
 from specdemo.render import COLORS
 from specdemo.sampling import RULES
 
@@ -34,79 +43,6 @@ except ImportError:
     spaces = None
 
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
-SPEC_COLORS = {
-    label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected", "target")
-}
-
-THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
-LARGE_TEXT = 1.25  # the "Large text" switch scales each of THEME's text sizes by this
-LARGE_SIZES = " ".join(
-    f"--text-{size}: {float(getattr(THEME, f'text_{size}').removesuffix('px')) * LARGE_TEXT:g}px;"
-    for size in ("xxs", "xs", "sm", "md", "lg", "xl", "xxl")
-)
-# In the browser, without a server round trip: the class on <html> switches to LARGE_SIZES.
-LARGE_TEXT_JS = "(large) => { document.documentElement.classList.toggle('large-text', large); }"
-
-
-def _by_label(css: str) -> str:
-    """`css` with each "@label" made that label's colour and each "$label" a selector for what is
-    painted in it: HighlightedText has no per-label class, but paints each token and legend entry
-    with its label's colour as "rgba(r, g, b, 0.5)"."""
-    for label, color in COLORS.items():
-        rgb = ", ".join(str(int(color[i : i + 2], 16)) for i in (1, 3, 5))
-        css = css.replace(f"${label}", f'[style*="rgba({rgb},"]').replace(f"@{label}", color)
-    return css
-
-
-CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_label("""
-.token-pane .textfield { font-size: calc(1.2 * var(--text-md)); line-height: 2.1; }
-.token-pane .token { margin: 0 1px; }
-.token-pane .text { white-space: pre-wrap; }
-/* Each label's cue without colour, in the text and its legend alike (render.ANSI has the
-   terminal's): accepted plain, resampled wavy-underlined, bonus boxed, rejected struck through. */
-.token-pane .token$resampled .text, .token-pane .legend-item$resampled {
-  text-decoration: underline wavy; text-decoration-thickness: 2px; text-underline-offset: 0.25em;
-}
-.token-pane .token$bonus, .token-pane .legend-item$bonus { border: 2px solid @bonus; }
-.token-pane .token$rejected .text, .token-pane .legend-item$rejected {
-  text-decoration: line-through; text-decoration-thickness: 2px;
-}
-.token-pane .token$rejected .text { opacity: 0.75; }
-/* Beside drafted tokens, a token the target chose alone (automatic K chose K = 0) is dotted. */
-:is(#spec-pane, #step-pane) :is(.token$target .text, .legend-item$target) {
-  text-decoration: underline dotted; text-decoration-thickness: 2px;
-}
-.phase { font-size: calc(1.05 * var(--text-md)); }
-/* The "Large text" switch, small and to the right. */
-.form:has(> #large-text) { width: fit-content; margin-left: auto; }
-/* Phones: narrower page margins, and a row's children stack instead of sharing the width. */
-.gradio-container .main.app { padding-inline: min(var(--size-8), 4vw); }
-@media (max-width: 640px) {
-  .row { flex-direction: column; align-items: stretch; }
-  #comparison th, #comparison td { padding: var(--size-1-5) var(--size-2); }
-}
-/* The race's table: a number never breaks across lines. */
-#comparison table { width: 100%; }
-#comparison th, #comparison td { overflow-wrap: normal; word-break: normal; }
-#comparison td[align="right"] { white-space: nowrap; }
-""")
-
-INTRO = (
-    "# Speculative decoding, made visible\n"
-    "A small **draft** model guesses K tokens; the big **target** model checks all of them in "
-    "one pass and keeps each guess with probability min(1, p/q). The answer follows the target "
-    "model exactly — it just arrives in fewer target passes."
-)
-EXACT_INTRO = (
-    "Draw the next token N times through the speculative accept/resample path and N times "
-    "straight from the target, and compare both with the target's exact probabilities; then the "
-    "same for the first two tokens together. Pick a mistaken acceptance rule to watch the test "
-    "catch it. Below, the greedy check runs both ways at temperature 0 and compares the token ids."
-)
-STEP_INTRO = (
-    "Run speculative decoding one round at a time: what the draft guessed, what the target "
-    "thought of each guess, and the coin flips that decided. Change the prompt to start over."
-)
 
 
 def on_gpu(fn, duration=60):
