@@ -221,9 +221,10 @@ def test_with_the_spaces_package_the_app_serves_on_a_cpu():
 import functools, spaces, torch
 from specdemo.app import handlers, ui
 from specdemo.models import load_pair
-torch.cuda.is_available = lambda: True  # what a GPU Space's check sees; not ZeroGPU
+pair = load_pair()  # on the CPU
+torch.cuda.is_available = lambda: True  # what ui.on_gpu sees on a GPU Space; not ZeroGPU
 assert ui.spaces is spaces
-app = ui.build(load_pair())
+app = ui.build(pair)
 fn = next(f.fn for f in app.fns.values() if f.api_name == "step")
 assert isinstance(fn, functools.partial) and fn.func is handlers.step
 outputs = fn("Write a function that adds two numbers.")
