@@ -41,6 +41,9 @@ def rgb(label: str) -> str:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Chromium against `python app.py` on PAIR, for every page of a test module."""
+    if shutil.which("chromium") is None:  # also for modules that only import this fixture
+        pytest.skip("needs a chromium binary on PATH (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api")
     with serve_app(PAIR) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)

@@ -5,12 +5,10 @@ test builds the app on the tiny pair.
 """
 
 import re
-import shutil
 import time
 
 import pytest
-from test_app_client import serve_app
-from test_browser import CHROMIUM_ARGS, PAIR
+from test_browser import PAIR, browser  # noqa: F401 (browser: the shared fixture)
 
 from specdemo.app import ui
 
@@ -18,20 +16,8 @@ SPEC_LABELS = ("accepted", "resampled", "bonus", "rejected", "target")
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if shutil.which("chromium") is None:
-        pytest.skip("needs a chromium binary on PATH (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with serve_app(PAIR) as url, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        browser.url = url
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def phone(browser):
+def phone(browser):  # noqa: F811 (the fixture imported from test_browser)
     page = browser.new_page(viewport=PHONE)
     page.set_default_timeout(60_000 if PAIR == "tiny" else 900_000)
     page.goto(browser.url)
