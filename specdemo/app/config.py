@@ -91,6 +91,13 @@ class RunConfig:
         return SamplingConfig(self.temperature, self.top_k, self.top_p)
 
 
+def parse_flag(name: str, flag) -> bool:
+    """A checkbox's value, or what an API caller sends for it (nothing counts as false)."""
+    if not isinstance(flag, bool) and flag is not None:
+        raise ValueError(f"{name} must be true or false, got {flag!r}.")
+    return bool(flag)
+
+
 def parse_run(
     prompt,
     system="",
@@ -109,9 +116,7 @@ def parse_run(
     Top-p 1 and top-k 0 mean "off"; K is "auto" when `auto_k` is set or K itself says "auto";
     control characters other than newline and tab are dropped.
     """
-    for name, flag in (("Adaptive K", adaptive), ("Auto K", auto_k)):
-        if not isinstance(flag, bool) and flag is not None:
-            raise ValueError(f"{name} must be true or false, got {flag!r}.")
+    adaptive, auto_k = parse_flag("Adaptive K", adaptive), parse_flag("Auto K", auto_k)
     top_p, top_k = _number("Top-p", top_p), _number("Top-k", top_k, integer=True)
     return RunConfig(
         prompt=clean_text(prompt, "prompt"),
@@ -123,7 +128,7 @@ def parse_run(
         max_new_tokens=_number("Max new tokens", max_new_tokens, integer=True),
         seed=_number("Seed", seed, integer=True),
         drafter=drafter,
-        adaptive=bool(adaptive),
+        adaptive=adaptive,
     )
 
 
@@ -144,13 +149,6 @@ def parse_samples(n) -> int:
     n = _number("N", n, integer=True)
     _check_range("N", n, *LIMITS["n"])
     return n
-
-
-def parse_flag(name: str, flag) -> bool:
-    """A checkbox's value, or what an API caller sends for it (nothing counts as false)."""
-    if not isinstance(flag, bool) and flag is not None:
-        raise ValueError(f"{name} must be true or false, got {flag!r}.")
-    return bool(flag)
 
 
 def parse_grid(ks, temperatures) -> tuple[list[int], list[float]]:
