@@ -1,0 +1,249 @@
+"""The three tabs' layouts: each builder returns its components by the names the handlers use
+(their parameters, and their ``*_OUTPUTS``); ``ui`` builds the page around them and wires them.
+"""
+
+import gradio as gr
+
+from specdemo.app import charts, costs, handlers, microscope, race, session_charts
+from specdemo.app.config import (
+    DEFAULTS,
+    DRAFTERS,
+    EXACT_DEFAULTS,
+    LIMITS,
+    STEP_DEFAULTS,
+    SWEEP_DEFAULTS,
+)
+from specdemo.app.session import RESULT_COLUMNS
+from specdemo.app.stepping import STEP_COLUMNS
+from specdemo.app.style import (  # noqa: F401 (launch(theme=ui.THEME, css=ui.CSS))
+    CSS,
+    EXACT_INTRO,
+    INTRO,
+    LARGE_TEXT_JS,
+    SPEC_COLORS,
+    STEP_INTRO,
+    THEME,
+)
+from specdemo.render import COLORS
+from specdemo.sampling import RULES
+
+
+def slider(name: str, label: str, info: str | None = None, defaults=DEFAULTS, **kwargs):
+    """A slider over LIMITS[name], starting at defaults[name]."""
+    lo, hi = LIMITS[name]
+    kwargs = {"value": defaults[name], "step": 1, **kwargs}
+    return gr.Slider(lo, hi, label=label, info=info, **kwargs)
+
+
+def top_p_slider(defaults=DEFAULTS) -> gr.Slider:
+    return gr.Slider(0.05, 1.0, value=defaults["top_p"], step=0.05, label="Top-p", info="1 = off")
+
+
+def seed_box() -> gr.Number:
+    return gr.Number(DEFAULTS["seed"], label="Seed", precision=0, minimum=0)
+
+
+def drafter_radio() -> gr.Radio:
+    choices = [(label, value) for value, label in DRAFTERS.items()]
+    return gr.Radio(choices, value=DEFAULTS["drafter"], label="Drafter")
+
+
+def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
+    return gr.HighlightedText(
+        label=label,
+        color_map=color_map,
+        combine_adjacent=False,
+        show_legend=True,
+        elem_id=elem_id,
+        elem_classes="token-pane",
+    )
+
+
+# ---------------------------------------------------------------- tabs
+
+
+def generate_tab(first: str, examples: list[dict]) -> dict:
+    """The race, its charts and the sweep; components named as the handlers' parameters and
+    outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons."""
+    w = {}
+    with gr.Row():
+        with gr.Column():
+            w["prompt"] = gr.Textbox(first, label="Prompt", lines=5, max_lines=14)
+            with gr.Accordion("System prompt (optional)", open=False):
+                w["system"] = gr.Textbox(
+                    label="System prompt", show_label=False, lines=2, placeholder="e.g. Be brief."
+                )
+        with gr.Column():
+            with gr.Row():
+                w["k"] = slider("k", "K", "draft tokens per round, when not auto", elem_id="k")
+                w["temperature"] = slider(
+                    "temperature", "Temperature", "0 = greedy", step=0.05, elem_id="temperature"
+                )
+            w["auto_k"] = gr.Checkbox(
+                DEFAULTS["auto_k"],
+                label="Auto K: choose K before each round from this machine's measured costs",
+                elem_id="auto-k",
+            )
+            with gr.Row():
+                w["top_p"] = top_p_slider()
+                w["top_k"] = slider("top_k", "Top-k", "0 = off")
+            with gr.Row():
+                w["max_new_tokens"] = slider(
+                    "max_new_tokens", "Max new tokens", elem_id="max-new-tokens"
+                )
+                w["seed"] = seed_box()
+            w["drafter"] = drafter_radio()
+            with gr.Row():
+                w["adaptive"] = gr.Checkbox(
+                    DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
+                )
+                w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
+    if examples:
+        gr.Examples(
+            [[e["prompt"], e.get("drafter", "model")] for e in examples],
+            inputs=[w["prompt"], w["drafter"]],
+            example_labels=[e.get("label", e["prompt"][:40]) for e in examples],
+            label="Example prompts",
+        )
+    with gr.Row():
+        w["run"] = gr.Button("Generate", variant="primary", elem_id="generate")
+        w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+        w["fresh"] = gr.Checkbox(
+            False,
+            label="Fresh run",
+            info="Measure again: otherwise a run already measured here with the same prompt, "
+            "settings and seed is replayed, with its recorded timings",
+            elem_id="fresh-run",
+        )
+    with gr.Row(equal_height=True):
+        w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_COLORS, "spec-pane")
+        w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")
+    with gr.Row():
+        w["comparison"] = gr.Markdown(
+            race.comparison_markdown(None, None), label="The race", elem_id="comparison"
+        )
+        gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
+    w["rounds_plot"] = gr.Plot(
+        charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
+    )
+    w["session_plot"] = gr.Plot(
+        session_charts.session_chart([]),
+        label="The session against K",
+        show_label=False,
+        elem_id="session-plot",
+    )
+    w["cost_note"] = gr.Markdown(costs.cost_note([]), label="Measured costs", elem_id="cost-note")
+    w["breakdown_plot"] = gr.Plot(
+        session_charts.breakdown_chart([]),
+        label="Where the time goes",
+        show_label=False,
+        elem_id="breakdown-plot",
+    )
+    with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
+        with gr.Row():
+            w["ks"] = gr.CheckboxGroup(
+                [1, 2, 3, 4, 6, 8, 12, 16, "auto"],
+                value=list(SWEEP_DEFAULTS["ks"]),
+                label="K values",
+            )
+            w["temperatures"] = gr.CheckboxGroup(
+                [("0 (greedy)", 0.0), ("0.5", 0.5), ("1.0", 1.0), ("1.5", 1.5)],
+                value=list(SWEEP_DEFAULTS["temperatures"]),
+                label="Temperatures",
+            )
+        with gr.Row():
+            w["sweep"] = gr.Button("Sweep", variant="primary", elem_id="sweep")
+            w["csv_file"] = gr.DownloadButton("Download CSV", elem_id="download-csv")
+            w["json_file"] = gr.DownloadButton("Download JSON", elem_id="download-json")
+        w["sweep_progress"] = gr.Markdown(label="Sweep progress", elem_id="sweep-progress")
+        w["sweep_tick"] = gr.State(None)  # changes after each cell while cells remain
+        w["results"] = gr.Dataframe(
+            headers=RESULT_COLUMNS, label="This session's runs", elem_id="results"
+        )
+    return w
+
+
+def exact_tab(first: str) -> dict:
+    """Histograms against the exact p, and the greedy check (EXACTNESS_OUTPUTS)."""
+    w = {}
+    gr.Markdown(EXACT_INTRO)
+    with gr.Row():
+        w["prompt"] = gr.Textbox(first, label="Prompt", lines=4)
+        with gr.Column():
+            with gr.Row():
+                w["temperature"] = slider(
+                    "temperature", "Temperature", defaults=EXACT_DEFAULTS, step=0.05
+                )
+                w["top_p"] = top_p_slider(EXACT_DEFAULTS)
+            with gr.Row():
+                w["k"] = slider("k", "K", "for the greedy check", defaults=EXACT_DEFAULTS)
+                w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
+            w["seed"] = seed_box()
+    w["rule"] = gr.Radio(
+        [(rule.label, name) for name, rule in RULES.items()],
+        value=EXACT_DEFAULTS["rule"],
+        label="Acceptance rule",
+        info="The exact rule, or a classic mistake: each runs through the same engine code "
+        "with one switch flipped",
+        elem_id="rule",
+    )
+    w["check"] = gr.Button("Check", variant="primary", elem_id="check")
+    w["summary"] = gr.Markdown(label="Verdict", elem_id="exact-summary")
+    with gr.Row():
+        w["plot"] = gr.Plot(
+            charts.placeholder("Histograms appear here"), label="First token", show_label=False
+        )
+        w["joint_plot"] = gr.Plot(
+            charts.placeholder("The first two tokens appear here"),
+            label="First two tokens",
+            show_label=False,
+        )
+    w["greedy"] = gr.Markdown(label="Greedy check")
+    with gr.Accordion("Raw numbers", open=False):
+        w["details"] = gr.JSON(label="Raw numbers", show_label=False)
+    return w
+
+
+def step_tab(first: str) -> dict:
+    """One round at a time: the answer so far, three phase notes, the table, the chart, and the
+    microscope on the position where the round ended (STEP_OUTPUTS)."""
+    w = {}
+    gr.Markdown(STEP_INTRO)
+    with gr.Row():
+        w["prompt"] = gr.Textbox(first, label="Prompt", lines=4)
+        with gr.Column():
+            with gr.Row():
+                w["k"] = slider("k", "K", "draft tokens per round", defaults=STEP_DEFAULTS)
+                w["temperature"] = slider(
+                    "temperature", "Temperature", defaults=STEP_DEFAULTS, step=0.05
+                )
+            with gr.Row():
+                w["seed"] = seed_box()
+                w["drafter"] = drafter_radio()
+    with gr.Row():
+        w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
+        w["reset"] = gr.Button("Reset", elem_id="reset-step")
+    w["text"] = token_pane("The answer so far", SPEC_COLORS, "step-pane")
+    with gr.Row(equal_height=True):
+        for phase in ("draft", "verify", "accept"):
+            w[phase] = gr.Markdown(label=phase.capitalize(), elem_classes="phase")
+    w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round")
+    w["plot"] = gr.Plot(
+        charts.placeholder(handlers.STEP_PLACEHOLDER),
+        label="This round's guesses",
+        show_label=False,
+    )
+    w["microscope"] = gr.Plot(
+        charts.placeholder(microscope.PLACEHOLDER),
+        label="Microscope",
+        show_label=False,
+        elem_id="microscope",
+    )
+    w["microscope_note"] = gr.Markdown(
+        label="Microscope note", elem_id="microscope-note", elem_classes="phase"
+    )
+    w["state"] = gr.State(None)
+    return w
+
+
+# ---------------------------------------------------------------- the app
