@@ -148,6 +148,11 @@ def test_step_through_zooms_in_on_the_rejected_guess(page):
     text = page.inner_text("#microscope-note")
     assert "the chance a draft token is kept here" in text and "was drawn from" in text
     chart = page.locator("#microscope .js-plotly-plot")
+    # The note and the chart are separate outputs: Plotly may draw the chart a moment later.
+    page.wait_for_function(
+        "(document.querySelector('#microscope .js-plotly-plot') || {}).textContent"
+        "?.includes('p with q drawn over it')"
+    )
     assert chart.count() == 1
     assert page.locator("#microscope .barlayer .point").count() > 0
     svg = chart.text_content()
