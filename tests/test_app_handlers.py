@@ -124,5 +124,8 @@ def test_step_keeps_its_context_until_reset(pair):
     assert len(second["state"].context) > len(first["state"].context)
     assert second["text"][: len(first["text"])] == first["text"]
     assert first["draft"].startswith("**1 · Draft.**") and first["table"][0][0] == 1
+    # The microscope note names its round, so a viewer can tell one step's note from the last.
+    assert first["microscope_note"].startswith("**Round 1:**")
+    assert second["microscope_note"].startswith("**Round 2:**")
     reset = by_name(handlers.STEP_OUTPUTS, handlers.reset_step())
     assert reset["state"] is None and reset["text"] == []

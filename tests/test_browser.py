@@ -135,17 +135,15 @@ def test_stop_cancels_a_run_mid_way(page):
 def test_step_through_zooms_in_on_the_rejected_guess(page):
     """Step until a round ends in a rejection; p and q at that guess are drawn and explained."""
     page.get_by_role("tab", name="Step through").click()
-    # Each step adds tokens to the answer; two full accepts in a row can leave the note as it
-    # was, so a step is done when the answer has grown.
-    answer = "document.querySelector('#step-pane').innerText"
-    for _ in range(20):
-        before = page.evaluate(answer)
+    # Each step's note starts with its round number; the note and the chart of one round come in
+    # one update, so once the note names the round, the chart on its way is that round's.
+    note = "document.querySelector('#microscope-note').innerText"
+    for n in range(1, 21):
         page.click("#step")
-        page.wait_for_function(f"{answer} !== {before!r}")
-        page.wait_for_function("document.querySelector('#microscope-note').innerText.trim()")
-        if "Σ min(p, q)" in page.inner_text("#microscope-note"):
+        page.wait_for_function(f"{note}.includes('Round {n}:')")
+        text = page.inner_text("#microscope-note")
+        if "Σ min(p, q)" in text:
             break
-    text = page.inner_text("#microscope-note")
     assert "the chance a draft token is kept here" in text and "was drawn from" in text
     chart = page.locator("#microscope .js-plotly-plot")
     # The note and the chart are separate outputs: Plotly may draw the chart a moment later.

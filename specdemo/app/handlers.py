@@ -229,7 +229,7 @@ def step(
         stepping.step_rows(r, tokenizer),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
         microscope.chart(scope),
-        microscope.markdown(scope, r, tokenizer),
+        f"**Round {state.steps}:** {microscope.markdown(scope, r, tokenizer)}",
         state,
     ]
 
