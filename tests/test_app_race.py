@@ -35,6 +35,21 @@ def test_runs_grow_in_place_and_time_every_target_step(pair):
     assert target.seconds == pytest.approx(sum(target.step_seconds))
 
 
+def test_each_process_warms_the_pair_up_once_before_its_first_timed_run(pair, monkeypatch):
+    """A ZeroGPU worker is a fresh process: its first run warms the models outside the clock."""
+    warmed = []
+    monkeypatch.setattr(race.models, "warm_up", warmed.append)
+    monkeypatch.setattr(race, "_warmed", race.weakref.WeakKeyDictionary())
+    config = parse_run(PROMPT, k=2, max_new_tokens=4)
+    ids = encode(pair, config)
+    race.last(race.run_target(pair, config, ids))
+    race.last(race.run_speculative(pair, config, ids))
+    assert warmed == [pair]
+    monkeypatch.setattr(race.os, "getpid", lambda: -1)  # a forked worker
+    race.last(race.run_speculative(pair, config, ids))
+    assert warmed == [pair, pair]
+
+
 def test_prompt_lookup_drafter_costs_no_draft_steps(pair):
     config = parse_run(PROMPT + " " + PROMPT, k=4, drafter="lookup", max_new_tokens=16)
     ids = encode(pair, config)
