@@ -1,13 +1,15 @@
 """Measure the levers on a draft step and a target verify, each against the eager baseline.
 
     python scripts/levers.py [--out docs/bench/levers.json]
+    python scripts/levers.py --bf16 [--out docs/bench/levers-bf16.json]
 
 On the embedded 4-bit pair (or SPECDEMO_PAIR), at a warm 64-token context, median of 9 passes:
   * a KV cache of fixed size (transformers' StaticCache) instead of the growing DynamicCache;
   * torch.compile (inductor) of the whole forward pass, on top of the fixed-size cache;
   * the draft's output layer cut to its first N vocabulary rows: step time, and how often the
     draft's argmax still equals the target's greedy token on the code prompts (teacher-forced);
-  * torch threads: the step times with 1 thread beside the default.
+  * torch threads: the step times with 1 thread beside the default;
+  * --bf16 alone: the same steps with both models in bfloat16 instead of 4-bit, side by side.
 Prints a table and writes JSON.
 """
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdemo.bench import PROMPTS_FILE  # noqa: E402
 from specdemo.lm import cut_head  # noqa: E402
-from specdemo.models import load_pair  # noqa: E402
+from specdemo.models import load_pair, warm_up  # noqa: E402
 from specdemo.profile import synthetic_context  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
 
@@ -83,10 +85,38 @@ def agreement(pair, rows_list, n_new=48) -> dict:
     return {rows: hits[rows] / total for rows in rows_list}
 
 
+def precisions(out: Path) -> int:
+    """The draft step and target passes of 1 and 5 tokens, in bf16 and in 4-bit, alternating."""
+    results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__}
+    for precision in ("bf16", "4bit", "bf16", "4bit"):
+        pair = load_pair(precision=precision)
+        warm_up(pair)
+        context = synthetic_context(pair.target, pair.draft)
+        steps = {
+            "draft step, 32k head": step_time(
+                pair.draft, context, 1, head=cut_head(pair.draft, 32768)
+            ),
+            "target 1 token": step_time(pair.target, context, 1),
+            "target 5 tokens": step_time(pair.target, context, 5),
+        }
+        for name, seconds in steps.items():
+            key = f"{name}, {precision} (ms)"
+            results.setdefault(key, []).append(round(seconds * 1000, 2))
+            print(f"{key:44s} {seconds * 1000:9.2f}", flush=True)
+        del pair
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/bench/levers.json")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--bf16", action="store_true", help="bf16 against 4-bit, and nothing else")
     args = parser.parse_args()
+    if args.bf16:
+        return precisions(Path(args.out or "docs/bench/levers-bf16.json"))
+    args.out = args.out or "docs/bench/levers.json"
     pair = load_pair()
     target, draft = pair.target, pair.draft
     context = synthetic_context(target, draft)
