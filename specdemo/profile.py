@@ -22,28 +22,33 @@ _profiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @torch.inference_mode()
-def step_seconds(model, context: list[int], n_tokens: int, head=None, repeats: int = 5) -> float:
-    """Median seconds of one forward pass over the last `n_tokens` of `context`, with the rest
-    in a warm KV cache."""
+def pass_seconds(
+    model, context: list[int], widths, head=None, repeats: int = 5
+) -> dict[int, float]:
+    """Median seconds of one forward pass over the last n tokens of `context`, for each n in
+    `widths`, with the whole context in a warm KV cache (prefilled once). The widths take turns
+    within each repeat, so a machine that slows down part-way slows all of them alike and their
+    ratios (the verify cost in target steps) hold."""
     _, cache = forward(model, context, None)
-    clock, times = Stopwatch(model.device), []
-    for _ in range(repeats + 1):  # the first is a warm-up
-        clock.lap()
-        forward(model, context[-n_tokens:], cache, n_logits=n_tokens, head=head)
-        times.append(clock.lap())
-        cache.crop(-n_tokens)
-    return statistics.median(times[1:])
+    clock, times = Stopwatch(model.device), {n: [] for n in widths}
+    for _ in range(repeats + 1):  # the first round is a warm-up
+        for n in widths:
+            clock.lap()
+            forward(model, context[-n:], cache, n_logits=n, head=head)
+            times[n].append(clock.lap())
+            cache.crop(-n)
+    return {n: statistics.median(t[1:]) for n, t in times.items()}
 
 
 def measure_costs(
     target, draft, input_ids: list[int], ks=PROFILE_KS, head=None, repeats: int = 5
 ) -> StepCosts:
     """Median seconds of each step at the context `input_ids`; no draft (None) costs 0."""
-    return StepCosts(
-        t_step=step_seconds(target, input_ids, 1, repeats=repeats),
-        t_draft=step_seconds(draft, input_ids, 1, head, repeats) if draft is not None else 0.0,
-        t_verify={k: step_seconds(target, input_ids, k + 1, repeats=repeats) for k in ks},
-    )
+    seconds = pass_seconds(target, input_ids, (1, *(k + 1 for k in ks)), repeats=repeats)
+    t_draft = 0.0
+    if draft is not None:
+        t_draft = pass_seconds(draft, input_ids, (1,), head, repeats)[1]
+    return StepCosts(t_step=seconds[1], t_draft=t_draft, t_verify={k: seconds[k + 1] for k in ks})
 
 
 def costs_for(target, draft=None, head_rows: int | None = None) -> StepCosts:
@@ -59,7 +64,7 @@ def costs_for(target, draft=None, head_rows: int | None = None) -> StepCosts:
     key = (id(draft), head_rows)
     if key not in measured:
         head = cut_head(draft, head_rows) if head_rows else None
-        measured[key] = step_seconds(draft, synthetic_context(target, draft), 1, head)
+        measured[key] = pass_seconds(draft, synthetic_context(target, draft), (1,), head)[1]
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
 
 

@@ -91,6 +91,21 @@ def test_the_profile_is_measured_once_and_lookup_shares_the_target_steps():
     assert (lookup.t_step, lookup.t_verify, lookup.t_draft) == (model.t_step, model.t_verify, 0.0)
 
 
+def test_the_profile_prefills_each_model_once_and_times_every_width_on_that_cache():
+    from specdemo import profile
+
+    table, close = toy_tables(6)
+    target = BigramLM(table)
+    fed = []
+    target.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(kwargs["input_ids"].shape[-1]), with_kwargs=True
+    )
+    seconds = profile.pass_seconds(target, [i % 6 for i in range(20)], (1, 3, 9), repeats=2)
+    assert set(seconds) == {1, 3, 9} and all(t > 0 for t in seconds.values())
+    # One prefill of the whole context, then the widths in turn, warm-up round included.
+    assert fed == [20] + [1, 3, 9] * 3
+
+
 def test_a_hybrid_drafts_with_its_model_when_copies_are_not_worth_verifying():
     policy = AutoK(CPU)
     for _ in range(20):
