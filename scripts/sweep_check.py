@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdemo.app import costs, handlers, race  # noqa: E402
+from specdemo.app.session import Session  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."
@@ -22,9 +23,11 @@ def main() -> int:
     out = Path(sys.argv[2] if len(sys.argv) > 2 else "app-sweep.json")
     pair = load_pair()
     race.rehearse(pair)
-    start = time.perf_counter()
-    *_, outputs = handlers.sweep(pair, prompt, progress=lambda *a, **k: None)
-    session = outputs[-1]
+    start, session, quiet = time.perf_counter(), Session(), lambda *a, **k: None
+    # The first cell, then one call per further cell, as the page queues them.
+    handlers.sweep(pair, prompt, session=session, progress=quiet)
+    while not session.sweep.finished:
+        handlers.sweep_next(pair, session, progress=quiet)
     print(f"sweep: {time.perf_counter() - start:.0f} s")
     rows = []
     for key, group in costs.groups(session.runs):

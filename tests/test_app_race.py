@@ -2,6 +2,10 @@
 behind the cost model and the charts that explain a speedup), the sweep."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +163,19 @@ def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():
     assert table["tokens/pass expected (i.i.d.)"] == 1.96 and table["efficiency"] == 0.8
     [cells] = results_table([{**row, "predicted_speedup": None}])
     assert dict(zip(RESULT_COLUMNS, cells, strict=True))["efficiency"] == ""
+
+
+def test_the_sweep_check_script_runs_the_apps_sweep_cell_by_cell(tmp_path):
+    """scripts/sweep_check.py (the cost model against the app's default sweep) on the tiny pair."""
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "SPECDEMO_PAIR": "tiny", "SPECDEMO_PRECISION": "fp32"}
+    subprocess.run(
+        [sys.executable, "scripts/sweep_check.py", PROMPT, str(out)], cwd=root, env=env, check=True
+    )
+    rows = json.loads(out.read_text())
+    assert [(row["T"], row["k"]) for row in rows] == [
+        (t, k) for t in (0.0, 1.0) for k in (1, 2, 4, "auto")
+    ]
+    fixed = [row for row in rows if row["k"] != "auto"]
+    assert all(row["curve"] > 0 and row["measured / curve"] > 0 for row in fixed)
