@@ -20,6 +20,7 @@ from specdemo.sampling import (
     EXACT,
     AcceptanceRule,
     SamplingConfig,
+    Verdict,
     check_tokens,
     logits_to_probs,
     next_token,
@@ -122,6 +123,7 @@ def speculative_generate(
     decode: Callable[[list[int]], str] | None = None,
     stats: Stats | None = None,
     rule: AcceptanceRule = EXACT,
+    on_verdict: Callable[[Verdict], None] | None = None,
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
@@ -130,7 +132,9 @@ def speculative_generate(
     the k - n rejected drafts. `k` is a number of drafts per round, or "auto" or a policy
     (``AutoK``) that chooses it before each round from the rounds so far. `rule` is the
     acceptance rule (``sampling.RULES``: the exact one, or a classic mistake for teaching; the
-    drafter must have been made with the same rule).
+    drafter must have been made with the same rule). `on_verdict`, if given, sees each round's
+    ``Verdict`` before its Round is yielded, with the rows of p and q the rule judged (the
+    step-through's microscope draws them); a Round keeps only the judged tokens' numbers.
     """
     context = as_list(input_ids)
     if not context:
@@ -165,6 +169,8 @@ def speculative_generate(
             target, cache, context[-1], proposal, sampling, generator, rule
         )
         verify_time = clock.lap()
+        if on_verdict is not None:
+            on_verdict(verdict)
         n = verdict.n_accepted
         tokens, finished = stopper.cut(draft[:n] + [verdict.next_token])
         record = Round(

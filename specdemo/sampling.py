@@ -232,6 +232,10 @@ class Verdict:
     accept_prob: list[float]  # min(1, p/q)
     u: list[float]  # the uniform draws; position i is accepted iff u[i] < accept_prob[i]
     next_dist: torch.Tensor  # (vocab,) distribution next_token was drawn from (residual or p)
+    # The rows the rule judged, on the device, padded to one vocabulary: p (k+1, vocab) and q
+    # (k, vocab; one-hot for a deterministic draft). None for a greedy verify, which has no p.
+    p: torch.Tensor | None = None
+    q: torch.Tensor | None = None
 
     @property
     def k(self) -> int:
@@ -282,6 +286,8 @@ def verify(
         accept_prob=host[3 + 2 * k : 3 + 3 * k],
         u=host[3 + 3 * k :],
         next_dist=next_dist,
+        p=p,
+        q=q,
     )
 
 

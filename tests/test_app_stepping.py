@@ -131,7 +131,7 @@ def test_the_microscope_shows_p_and_q_at_the_rejected_guess(pair):
 
 def test_the_microscopes_q_comes_from_the_drafters_cut_head(pair, monkeypatch):
     """A draft whose output layer is cut proposes from the cut head's q; the microscope
-    recomputes that q, not the full head's."""
+    shows that q, not the full head's."""
     monkeypatch.setattr(drafters, "AUTO_HEAD_ROWS", 150)  # the tiny vocab of 400 gets cut
     config = parse_run(PROMPT, k=4, temperature=1.0, seed=1)
     context, r, m = step_until(pair, config, lambda r: not r.bonus)

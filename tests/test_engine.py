@@ -116,6 +116,30 @@ def test_kv_caches_track_the_accepted_text(temperature, tiny_qwen):
     assert any(cached > 0 for _, cached, _ in draft.calls[1:]), "draft cache was never reused"
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_an_observer_sees_each_verdict_with_the_rows_the_rule_judged(temperature, tiny_qwen):
+    sampling = SamplingConfig(temperature)
+    g = make_generator(0, "cpu")
+    drafter = ModelDrafter(noisy_copy(tiny_qwen, 0.3), sampling, g)
+    verdicts, rounds = [], []
+    for r in speculative_generate(
+        tiny_qwen, drafter, PROMPTS[0], k=3, sampling=sampling, max_new_tokens=30, generator=g,
+        on_verdict=verdicts.append,
+    ):  # fmt: skip
+        rounds.append(r)
+    assert len(verdicts) == len(rounds) > 3
+    for v, r in zip(verdicts, rounds, strict=True):
+        assert (v.n_accepted, v.next_token) == (r.n_accepted, r.next_token)
+        if temperature == 0:
+            assert v.p is None and v.q is None  # a greedy verify compares argmaxes only
+            continue
+        assert v.p.shape == (r.k + 1, v.q.shape[1]) and v.q.shape[0] == r.k
+        assert torch.allclose(v.p.sum(-1), torch.ones(r.k + 1, dtype=v.p.dtype), atol=1e-5)
+        for i, token in enumerate(r.draft):
+            assert float(v.p[i, token]) == pytest.approx(r.p_x[i], abs=1e-6)
+            assert float(v.q[i, token]) == pytest.approx(r.q_x[i], abs=1e-6)
+
+
 def test_stops_on_every_eos_id_inside_an_accepted_block(tiny_qwen):
     prompt = PROMPTS[0]
     free = reference_greedy(tiny_qwen, prompt, 20)

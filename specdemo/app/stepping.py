@@ -2,7 +2,7 @@
 
 ``step`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
 ``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
-whole vocabulary where the round ended, recomputed from the models. ``step_rows`` and
+whole vocabulary where the round ended, the very rows the acceptance rule judged. ``step_rows`` and
 ``step_markdown`` turn the round into the table and the three plain-language notes the tab shows.
 """
 
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specdemo.app.config import RunConfig, encode
-from specdemo.drafters import HYBRID_MIN_NGRAM, draft_model_of, make_drafter
+from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
 from specdemo.engine import make_generator, speculative_generate
-from specdemo.lm import eos_ids, forward
+from specdemo.lm import eos_ids
 from specdemo.records import Round
 from specdemo.render import round_spans
-from specdemo.sampling import logits_to_probs, pad_vocab, residual
+from specdemo.sampling import Verdict, residual
 from specdemo.text import Detokenizer, token_labels, token_text
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
@@ -77,6 +77,7 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
     drafter = make_drafter(
         config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
     )
+    verdicts = []
     rounds = speculative_generate(
         pair.target,
         drafter,
@@ -85,10 +86,11 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
         sampling=config.sampling,
         max_new_tokens=config.k + 1,  # room for k drafts and the target's token
         generator=generator,
+        on_verdict=verdicts.append,
     )
     with contextlib.closing(rounds):
         r = next(rounds)
-    scope = microscope(pair, config, state.context, r, drafter)
+    scope = microscope(pair.tokenizer, r, verdicts[-1])
     generated = list(state.context[state.prompt_len :])
     detok = Detokenizer(pair.tokenizer, generated)
     spans = round_spans(r, detok, show_rejected=True)
@@ -102,33 +104,18 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
     return state, r, scope
 
 
-@torch.inference_mode()
-def microscope(pair, config: RunConfig, context, r: Round, drafter) -> Microscope:
-    """p and q at the position where round `r` (run on `context` by `drafter`) ended.
-
-    One target and one draft forward over the context plus the kept guesses, warped with the
-    run's sampling settings; q comes from the drafter's own head (it may be cut, ``lm.cut_head``)
-    and is zero-padded to the target's vocabulary, as the acceptance rule saw it.
-    """
+def microscope(tokenizer, r: Round, verdict: Verdict) -> Microscope:
+    """p and q at the position where round `r` ended, from its `verdict`: the rows of p and q
+    the acceptance rule judged (q from the drafter's own, possibly cut, head, zero-padded to the
+    target's vocabulary; one-hot on a copied guess). A greedy round has none to show."""
     i = r.n_accepted
-    kind = "greedy" if config.sampling.greedy else "bonus" if r.bonus else "rejected"
+    kind = "greedy" if verdict.p is None else "bonus" if r.bonus else "rejected"
     scope = Microscope(kind, i, r.rejected, r.next_token, r.source)
     if kind == "greedy":
         return scope
-    ids = list(context) + r.draft[:i]
-    logits, _ = forward(pair.target, ids, None)
-    p = logits_to_probs(logits, config.sampling)[0].double()  # (vocab,)
-    if kind == "bonus":
-        return _fill(scope, pair.tokenizer, p, None)
-    if r.source == "lookup":
-        q = torch.zeros_like(p)
-        q[r.rejected] = 1.0
-    else:
-        model = draft_model_of(drafter)
-        logits, _ = forward(model.model, ids, None, head=model.head)
-        q = pad_vocab(logits_to_probs(logits, config.sampling), p.shape[-1])[0]
-        q = q.to(p.device, torch.float64)
-    return _fill(scope, pair.tokenizer, p, q)
+    p = verdict.p[i].double()
+    q = verdict.q[i].double() if kind == "rejected" else None
+    return _fill(scope, tokenizer, p, q)
 
 
 def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None) -> Microscope:
