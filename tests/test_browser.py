@@ -101,8 +101,13 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
 
     page.click("#sweep")  # fills the K x temperature chart for the screenshot
     page.wait_for_function(
+        "document.querySelector('#sweep-progress').innerText.includes('Sweep done')"
+    )
+    page.wait_for_function(
         "document.querySelectorAll('#session-plot .scatterlayer .point').length >= 18"
     )
+    # No output still shows a progress overlay when the screenshot is taken.
+    page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
     time.sleep(1)  # let the last chart and the table settle
     # SPECDEMO_SCREENSHOT=assets/screenshot.png SPECDEMO_PAIR=qwen-coder retakes the README's.
     shot = Path(os.environ.get("SPECDEMO_SCREENSHOT", tmp_path / "screenshot.png"))
