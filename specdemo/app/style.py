@@ -56,11 +56,6 @@ CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_labe
 @media (max-width: 640px) {
   .row { flex-direction: column; align-items: stretch; }
   #comparison th, #comparison td { padding: var(--size-1-5) var(--size-2); }
-  /* Two-panel charts keep a readable width on a phone and scroll sideways. */
-  #session-plot, #breakdown-plot, #microscope { overflow-x: auto !important; }
-  #session-plot .js-plotly-plot, #breakdown-plot .js-plotly-plot, #microscope .js-plotly-plot {
-    min-width: 720px;
-  }
 }
 /* The race's table: a number never breaks across lines. */
 #comparison table { width: 100%; }
