@@ -148,9 +148,11 @@ def sweep_next(pair, session=None, progress=gr.Progress()):  # noqa: B008
     plan = session.sweep if session is not None else None
     if plan is None or plan.finished:
         return [gr.skip()] * len(SWEEP_OUTPUTS)
-    temperature, k = plan.cells[plan.done]
-    n = len(plan.cells)
-    progress(plan.done / n, desc=f"Sweep cell {plan.done + 1} of {n}: K = {k}, T = {temperature:g}")
+    cell, n = plan.next_config(), len(plan.cells)
+    progress(
+        plan.done / n,
+        desc=f"Sweep cell {plan.done + 1} of {n}: K = {cell.k}, T = {cell.temperature:g}",
+    )
     with user_errors():
         plan, row = replay.sweep_cell(pair, plan)
     session.sweep = plan
@@ -164,10 +166,10 @@ def sweep_markdown(plan) -> str:
     n = len(plan.cells)
     if plan.finished:
         return f"**Sweep done:** {n} of {n} cells."
-    temperature, k = plan.cells[plan.done]
+    cell = plan.next_config()
     return (
-        f"**Sweep:** {plan.done} of {n} cells done; next K = {k}, T = {temperature:g}. Each cell "
-        "takes its turn at the model, so other people's runs go in between."
+        f"**Sweep:** {plan.done} of {n} cells done; next K = {cell.k}, T = {cell.temperature:g}. "
+        "Each cell takes its turn at the model, so other people's runs go in between."
     )
 
 
