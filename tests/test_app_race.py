@@ -77,9 +77,12 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
 
 def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
     config = parse_run(PROMPT, max_new_tokens=6)
-    cells = list(replay.sweep(pair, config, [1, 3], [0.0, 1.0]))
-    assert [done for done, _, _ in cells] == [1, 2, 3, 4]
-    rows = [row for _, _, row in cells]
+    plan, cells = replay.plan_sweep(config, [1, 3], [0.0, 1.0]), []
+    while not plan.finished:
+        plan, row = replay.sweep_cell(pair, plan)
+        cells.append((plan.done, row))
+    assert [done for done, _ in cells] == [1, 2, 3, 4]
+    rows = [row for _, row in cells]
     assert {(r["k"], r["temperature"]) for r in rows} == {(1, 0), (3, 0), (1, 1), (3, 1)}
     assert all(r["speedup"] > 0 and r["c"] > 0 for r in rows)
     assert rows[0]["target_seconds"] == rows[1]["target_seconds"]  # one baseline per temperature

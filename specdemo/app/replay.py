@@ -163,13 +163,3 @@ def sweep_cell(pair, plan: SweepPlan) -> tuple[SweepPlan, dict]:
     config = plan.next_config()
     spec, target = race_once(pair, config, plan.since)
     return replace(plan, done=plan.done + 1), record(config, spec, target)
-
-
-def sweep(
-    pair, config: RunConfig, ks: list, temperatures: list[float]
-) -> Iterator[tuple[int, int, dict]]:
-    """Every cell of the grid in one go. Yields (cells done, cells, record) after each."""
-    plan = plan_sweep(config, ks, temperatures)
-    while not plan.finished:
-        plan, row = sweep_cell(pair, plan)
-        yield plan.done, len(plan.cells), row
