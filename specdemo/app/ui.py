@@ -133,7 +133,6 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
     # lays over every output keep a browser on the same machine busy while the runs are timed on
     # its cores: headless Chromium's renderer worked 14.9 s of a 41 s race with "full", 7.7 s of
     # a 30 s race with "minimal" (2 cores).
-    timed = {"progress": "minimal"}
     runs = [
         event(
             generate["run"],
@@ -141,10 +140,15 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
             generate,
             handlers.GENERATE_OUTPUTS,
             "generate",
-            **timed,
+            progress="minimal",
         ),
         event(
-            generate["sweep"], handlers.sweep, generate, handlers.SWEEP_OUTPUTS, "sweep", **timed
+            generate["sweep"],
+            handlers.sweep,
+            generate,
+            handlers.SWEEP_OUTPUTS,
+            "sweep",
+            progress="minimal",
         ),
     ]
 
@@ -158,7 +162,7 @@ def wire(pair, generate: dict, exact: dict, step: dict) -> None:
             handlers.SWEEP_OUTPUTS,
             "sweep_next",
             trigger="change",
-            **timed,
+            progress="minimal",
         )
     )
     generate["stop"].click(None, cancels=runs, api_visibility="private")
