@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU speed check for a bare CUDA machine with no network: scripts/gpu_bench.sh [--dry-run] [OUT]
+# GPU speed check for a bare CUDA machine with no network:
+#   scripts/gpu_bench.sh [--dry-run] [--reuse-pair] [OUT [-- BENCH FLAGS...]]
 #
 # Builds random-weight models of the real Qwen2.5-Coder 1.5B / 0.5B architectures (the real
 # weights cannot travel) and benches them in 4-bit on CUDA twice: the random pair (alpha ~ 0),
@@ -8,10 +9,14 @@
 # K = 1..8 and assisted-generation tok/s, alpha, c, the verify cost and the overhead (also in
 # OUT/summary.md).
 #
-# Wheels in wheels/ are installed first, offline, into a scratch folder: bitsandbytes, and
-# transformers when the machine's lies outside the range requirements.txt pins. plotly is
-# optional (without it the bench writes no HTML chart). The models go to $SPECDEMO_RANDOM_PAIR
-# (default /tmp/specdemo-random-pair); OUT (default bench_out/gpu) is relative to the repo root.
+# Wheels in wheels/ are installed first, offline, into a scratch folder (scripts/gpu_env.sh):
+# bitsandbytes, and transformers when the machine's lies outside the range requirements.txt pins.
+# plotly is optional (without it the bench writes no HTML chart). The models go to
+# $SPECDEMO_RANDOM_PAIR (default /tmp/specdemo-random-pair); OUT (default bench_out/gpu) is
+# relative to the repo root. BENCH FLAGS after `--` go at the end of both bench command lines,
+# so they replace the defaults below (scripts/gpu_smoke.sh trims the grid with
+# `-- --ks 1 3 auto --per-set 1 --max-new-tokens 32`). --reuse-pair benches the models already
+# in $SPECDEMO_RANDOM_PAIR instead of building them (the full depth, or 2 layers with --dry-run).
 #
 # --dry-run imports everything, checks the versions and the bench flags, builds a 2-layer random
 # pair on the CPU (every width and the vocabulary as the real ones; the full depth takes minutes
@@ -20,26 +25,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dry=0
-if [[ "${1:-}" == "--dry-run" ]]; then
-    dry=1
+reuse=0
+while [[ "${1:-}" == "--dry-run" || "${1:-}" == "--reuse-pair" ]]; do
+    [[ "$1" == "--dry-run" ]] && dry=1 || reuse=1
+    shift
+done
+out=bench_out/gpu
+if [[ $# -gt 0 && "$1" != "--" ]]; then
+    out="$1"
     shift
 fi
-out="${1:-bench_out/gpu}"
+[[ "${1:-}" == "--" ]] && shift
+flags=("$@")
 models="${SPECDEMO_RANDOM_PAIR:-/tmp/specdemo-random-pair}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-export SPECDEMO_CACHE="${SPECDEMO_CACHE:-/tmp/specdemo-gpu-cache}"
-
-if compgen -G "wheels/*.whl" >/dev/null; then
-    site=/tmp/specdemo-site
-    python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$site" \
-        wheels/*.whl
-    export PYTHONPATH="$site:$PYTHONPATH"
-fi
+source scripts/gpu_env.sh
 
 common=(--target "$models/target" --draft "$models/draft" --precision 4bit --device cuda
         --sets code --per-set 2 --temperatures 0 --ks 1 2 3 4 5 6 7 8 --max-new-tokens 64)
-random_pair=("${common[@]}" --out "$out/random-pair")
-self_draft=("${common[@]}" --self-draft --draft-head-rows 0 --out "$out/self-draft")
+random_pair=("${common[@]}" --out "$out/random-pair" "${flags[@]}")
+self_draft=("${common[@]}" --self-draft --draft-head-rows 0 --out "$out/self-draft" "${flags[@]}")
 
 # Everything the bench imports, the pinned transformers, and both bench command lines parsed.
 python3 - "$dry" "${random_pair[@]}" -- "${self_draft[@]}" <<'EOF'
@@ -78,7 +82,7 @@ if not dry:
 EOF
 
 if (( dry )); then
-    python3 scripts/make_random_pair.py "$models" --layers 2
+    (( reuse )) || python3 scripts/make_random_pair.py "$models" --layers 2
     python3 - "$models" <<'EOF'
 import sys
 
@@ -97,7 +101,7 @@ EOF
     echo "  python3 -m specdemo.bench_report $out/random-pair $out/self-draft"
     exit 0
 fi
-python3 scripts/make_random_pair.py "$models"
+(( reuse )) || python3 scripts/make_random_pair.py "$models"
 python3 -m specdemo bench "${random_pair[@]}"
 python3 -m specdemo bench "${self_draft[@]}"
 python3 -m specdemo.bench_report "$out/random-pair" "$out/self-draft" | tee "$out/summary.md"

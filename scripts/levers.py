@@ -10,14 +10,14 @@ On the embedded 4-bit pair (or SPECDEMO_PAIR), at a warm 64-token context, media
     draft's argmax still equals the target's greedy token on the code prompts (teacher-forced);
   * torch threads: the step times with 1 thread beside the default;
   * --bf16 alone: the same steps with both models in bfloat16 instead of 4-bit, side by side.
-Prints a table and writes JSON.
+Prints a table and writes JSON. Every tensor is built on its model's device, and every time
+comes from ``lm.Stopwatch``, which synchronises a CUDA device around each pass.
 """
 
 import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,7 +26,7 @@ from transformers import DynamicCache, StaticCache
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdemo.bench import PROMPTS_FILE  # noqa: E402
-from specdemo.lm import cut_head  # noqa: E402
+from specdemo.lm import Stopwatch, cut_head  # noqa: E402
 from specdemo.models import load_pair, warm_up  # noqa: E402
 from specdemo.profile import synthetic_context  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
@@ -35,13 +35,14 @@ REPEATS = 9
 MAX_CACHE = 256
 
 
-def timed(fn, repeats=REPEATS) -> float:
+def timed(fn, device, repeats=REPEATS) -> float:
+    """Median seconds of `fn()` after one warm-up, each call between two synchronised laps."""
     fn()  # warm-up
-    times = []
+    clock, times = Stopwatch(device), []
     for _ in range(repeats):
-        start = time.perf_counter()
+        clock.lap()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock.lap())
     return statistics.median(times)
 
 
@@ -49,9 +50,10 @@ def timed(fn, repeats=REPEATS) -> float:
 def step_time(model, context, n_tokens, static=False, call=None, head=None) -> float:
     """Median seconds of a pass over the last n_tokens of context after a warm cache."""
     prefix, fed = context[:-n_tokens], context[-n_tokens:]
-    ids = torch.tensor([prefix], dtype=torch.long)
-    feed = torch.tensor([fed], dtype=torch.long)
-    cache = StaticCache(config=model.config, max_cache_len=MAX_CACHE) if static else DynamicCache()
+    ids = torch.tensor([prefix], dtype=torch.long, device=model.device)
+    feed = torch.tensor([fed], dtype=torch.long, device=model.device)
+    with torch.device(model.device):  # where the cache builds its own counters
+        cache = StaticCache(model.config, max_cache_len=MAX_CACHE) if static else DynamicCache()
     model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
 
     def once():
@@ -62,7 +64,7 @@ def step_time(model, context, n_tokens, static=False, call=None, head=None) -> f
             (call or model)(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=n_tokens)
         cache.crop(-n_tokens)  # a static cache is then overwritten in place at the same positions
 
-    return timed(once)
+    return timed(once, model.device)
 
 
 @torch.inference_mode()
@@ -74,10 +76,10 @@ def agreement(pair, rows_list, n_new=48) -> dict:
     total = 0
     for prompt in prompts:
         ids = encode_prompt(pair.tokenizer, prompt)
-        out = pair.target.generate(torch.tensor([ids]), max_new_tokens=n_new, do_sample=False)
-        seq = out[0].tolist()
-        logits = pair.draft(input_ids=torch.tensor([seq])).logits[0]
-        new = torch.tensor(seq[len(ids) :])
+        batch = torch.tensor([ids], device=pair.target.device)
+        seq = pair.target.generate(batch, max_new_tokens=n_new, do_sample=False)[0].tolist()
+        logits = pair.draft(input_ids=torch.tensor([seq], device=pair.draft.device)).logits[0]
+        new = torch.tensor(seq[len(ids) :], device=logits.device)
         drafted = logits[len(ids) - 1 : len(seq) - 1]
         for rows in rows_list:
             hits[rows] += int((drafted[:, :rows].argmax(-1) == new).sum())
@@ -161,9 +163,9 @@ def main() -> int:
         for n in widths:
             torch._dynamo.reset()  # each width gets its own graph, compiled from scratch
             compiled = torch.compile(forward_fn, dynamic=False)
-            start = time.perf_counter()
+            clock = Stopwatch(model.device)
             step_time(model, context, n, static=True, call=compiled, head=head)
-            results[f"{name} {n} tokens, compile (s)"] = round(time.perf_counter() - start, 1)
+            results[f"{name} {n} tokens, compile (s)"] = round(clock.total(), 1)
             record(
                 f"{name} {n} tokens, compiled + static (ms)",
                 step_time(model, context, n, static=True, call=compiled, head=head),

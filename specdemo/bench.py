@@ -4,7 +4,8 @@ For each temperature and k, every prompt runs three ways, interleaved, on the sa
 objects: transformers `generate` with the target alone (baseline), transformers assisted
 generation with the same draft and k (peer), and specdemo. Medians over prompts, plus the
 measured step costs that predict the speedup, go to JSON, Markdown and (when plotly is
-installed) a chart. Every time comes from ``lm.Stopwatch``, which waits for a CUDA device.
+installed) a chart. Every time comes from ``lm.Stopwatch``, which waits for a CUDA device; all
+three ways run under a ``ForwardTimer``, so each pays the same wait around every model pass.
 """
 
 import dataclasses
@@ -34,7 +35,9 @@ PROMPTS_FILE = files("specdemo") / "data" / "bench_prompts.json"  # {set name: [
 
 class ForwardTimer:
     """Forward hooks summing the wall time inside the given modules; nested calls count once.
-    Times come from ``lm.Stopwatch``, which synchronises a CUDA device."""
+    Times come from ``lm.Stopwatch``, which synchronises a CUDA device before and after each
+    outermost call, so a run timed with one is slowed by those waits: time every run compared
+    with it under one too."""
 
     def __init__(self, device, *modules):
         self.clock = Stopwatch(device)
@@ -123,9 +126,15 @@ def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
         kwargs["assistant_model"] = pair.draft
     ids = torch.tensor([input_ids], device=pair.target.device)
     torch.manual_seed(seed)
-    clock = Stopwatch(pair.target.device)
-    out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-    return out.shape[1] - ids.shape[1], clock.total()
+    # The same per-pass synchronisation as run_ours, whose forward passes are timed.
+    timer = ForwardTimer(pair.target.device, pair.target, pair.draft)
+    try:
+        clock = Stopwatch(pair.target.device)
+        out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        seconds = clock.total()
+    finally:
+        timer.remove()
+    return out.shape[1] - ids.shape[1], seconds
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdemo.app import costs, race, replay
+from specdemo.app import costs, race, replay, requests, work
 from specdemo.app.config import encode, parse_run
 from specdemo.app.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
@@ -76,10 +76,12 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
 
 
 def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
-    config = parse_run(PROMPT, max_new_tokens=6)
-    plan, cells = replay.plan_sweep(config, [1, 3], [0.0, 1.0]), []
+    request = requests.parse_sweep(
+        pair, PROMPT, ks=[1, 3], temperatures=[0.0, 1.0], max_new_tokens=6
+    )
+    plan, cells = replay.SweepPlan(request), []
     while not plan.finished:
-        plan, row = replay.sweep_cell(pair, plan)
+        plan, row = replay.sweep_cell(pair, plan, work.tasks(pair).race)
         cells.append((plan.done, row))
     assert [done for done, _ in cells] == [1, 2, 3, 4]
     rows = [row for _, row in cells]

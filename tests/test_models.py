@@ -305,6 +305,77 @@ def test_on_a_gpu_without_bfloat16_the_pair_computes_in_float16(tiny_cache, monk
         assert torch.isfinite(pair.target(ids).logits).all()
 
 
+@pytest.fixture
+def t4(monkeypatch):
+    """A GPU of compute capability 7.5 (a T4, no bfloat16), as the CPU load sees it."""
+    monkeypatch.setattr(load, "_capability", lambda device: (7, 5))
+    monkeypatch.setattr(
+        load, "compute_dtype", lambda device, capability: models.compute_dtype("cuda", capability)
+    )
+
+
+def test_on_a_t4_the_nf4_layers_dequantise_and_compute_in_float16(tiny_cache, t4):
+    """A multi-token pass multiplies by the weight dequantised to `quant_state.dtype`: on a T4
+    that is float16 as well as the compute dtype, and the summary names fp16, not bf16."""
+    pair = models.load_pair("tiny", precision="4bit", device="cpu", cache=tiny_cache)
+    for model in (pair.target, pair.draft):
+        nf4 = [m for m in model.modules() if hasattr(m, "compute_dtype")]
+        assert nf4 and {m.compute_dtype for m in nf4} == {torch.float16}
+        assert {m.weight.quant_state.dtype for m in nf4} == {torch.float16}
+    s = pair.summary
+    assert (s.precision, s.dtype, s.label) == ("4bit", "float16", "4-bit NF4, fp16 compute")
+    ids = pair.tokenizer("def is_prime(n):", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.isfinite(pair.target(ids).logits).all()
+
+
+def test_a_4bit_model_that_fails_to_load_falls_back_to_16_bit_and_says_why(tmp_path, t4):
+    """As when bitsandbytes has no kernels for the GPU it moves the weights to: the pair loads
+    in fp16 (a T4's 16-bit dtype) and its note names the model and the error."""
+    from transformers import AutoModelForCausalLM
+
+    real = AutoModelForCausalLM.from_pretrained
+
+    def no_4bit_kernels(source, *args, **kwargs):
+        if str(source).endswith("-4bit"):  # the cached NF4 checkpoint
+            raise RuntimeError("CUDA error: no kernel image is available\nfor execution")
+        return real(source, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(AutoModelForCausalLM, "from_pretrained", no_4bit_kernels)
+        pair = models.load_pair("tiny", precision="4bit", device="cpu", cache=tmp_path)
+    s = pair.summary
+    assert (s.precision, s.requested, s.dtype, s.label) == ("bf16", "4bit", "float16", "fp16")
+    assert s.note == (
+        "4-bit unavailable here (bitsandbytes: tiny-target failed to load in 4-bit: "
+        "RuntimeError: CUDA error: no kernel image is available): running fp16"
+    )
+    for model in (pair.target, pair.draft):
+        assert {p.dtype for p in model.parameters()} == {torch.float16}
+        assert not any(hasattr(p, "quant_state") for p in model.parameters())
+
+
+def test_a_4bit_load_on_cuda_falls_back_when_the_gpu_probe_fails(monkeypatch):
+    """The GPU is probed in the dtype it computes in, except on ZeroGPU, which lends none yet."""
+    problem = "RuntimeError: no kernel image is available"
+    probed = []
+
+    def probe(device="cpu", dtype=torch.bfloat16):
+        probed.append((device, dtype))
+        return problem if device == "cuda" else None
+
+    monkeypatch.setattr(load, "four_bit_problem", probe)
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    assert load.running_precision("4bit", "cpu") == ("4bit", "")
+    assert load.running_precision("4bit", "cuda", torch.float16) == (
+        "bf16",
+        f"4-bit unavailable here (bitsandbytes: {problem}): running fp16",
+    )
+    assert probed[-1] == ("cuda", torch.float16)
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert load.running_precision("4bit", "cuda") == ("4bit", "")
+
+
 def test_tiny_pair_warm_load_is_fast_and_says_warm(tiny, tiny_cache):
     pair = models.load_pair("tiny", precision="fp32", cache=tiny_cache)
     assert not pair.summary.cold

@@ -2,36 +2,33 @@
 
 Each model handler takes the pair first (``ui`` binds it with functools.partial) and returns or
 yields a list of plain values in the order its ``*_OUTPUTS`` names them, ``gr.skip()`` for an
-output that does not change; no components and no tensors, so ZeroGPU can pickle every value.
-Bad input becomes a ``gr.Error`` with the message ``config`` wrote for the user.
+output that does not change; no components and no tensors. A handler runs in the main process:
+it parses its request (``requests``), refuses one too big for a ZeroGPU call (``gpu.check``),
+answers from replay where it can, and hands the rest to a GPU function (``work``). Bad input
+becomes a ``gr.Error`` with the message ``config`` wrote for the user.
 """
 
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
 
 import gradio as gr
 
-from specdemo.app import charts, costs, joint, microscope, race, replay, session_charts, stepping
-from specdemo.app import exactness as exact
-from specdemo.app.config import (
-    DEFAULTS,
-    EXACT_DEFAULTS,
-    STEP_DEFAULTS,
-    SWEEP_DEFAULTS,
-    encode,
-    parse_flag,
-    parse_grid,
-    parse_rule,
-    parse_run,
-    parse_samples,
+from specdemo.app import (
+    charts,
+    costs,
+    gpu,
+    microscope,
+    race,
+    replay,
+    requests,
+    session_charts,
+    work,
 )
+from specdemo.app.config import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS, parse_flag
+from specdemo.app.errors import user_errors
 from specdemo.app.session import Session, export, results_table
-from specdemo.engine import make_generator
-from specdemo.text import token_labels
 
-STREAM_EVERY = 0.1  # seconds between streamed updates (a slow round streams every round)
 CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
 
@@ -46,26 +43,6 @@ STEP_OUTPUTS = (
 )  # fmt: skip
 
 
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """Bad input (a ValueError from config or a run) becomes a message for the user."""
-    try:
-        yield
-    except ValueError as e:
-        raise gr.Error(str(e)) from None
-
-
-def throttled(iterator, seconds: float = STREAM_EVERY):
-    """(item, is_last) pairs, at most one every `seconds`; the last item always comes."""
-    item, shown = None, 0.0
-    for item in iterator:
-        if time.perf_counter() - shown >= seconds:
-            shown = time.perf_counter()
-            yield item, False
-    if item is not None:
-        yield item, True
-
-
 def generate(
     pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
@@ -75,34 +52,44 @@ def generate(
     """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS).
     A race already measured with the same pair, prompt, settings and seed is replayed from its
     record at once, and a target-alone run is reused across K and drafters (``replay``); a
-    `fresh` run measures both again."""
+    `fresh` run measures both again. Only the runs themselves go to the GPU (``work``)."""
     with user_errors():
-        config = parse_run(
-            prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
-            auto_k,
-        )  # fmt: skip
-        ids = encode(pair, config)
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
+        request = requests.parse_race(
+            pair, prompt, system, k, auto_k, temperature, top_p, top_k, max_new_tokens, seed,
+            drafter, adaptive, since,
+        )  # fmt: skip
     session = Session() if session is None else session
-    recorded = replay.recorded_race(pair, config, since)
+    recorded = replay.recorded_race(pair, request)
     if recorded is not None:
-        yield race_outputs(session, config, *recorded, show_rejected)
+        yield race_outputs(session, request.config, *recorded, show_rejected)
         return
+    target = replay.recorded_target(pair, request)
+    request = dataclasses.replace(request, with_target=target is None)
+    with user_errors():
+        gpu.check(request)
     unchanged = [gr.skip()] * len(SESSION_OUTPUTS)
-    charted = 0.0
-    for spec, done in throttled(race.run_speculative(pair, config, ids)):
-        session.spans = list(spec.spans)
-        chart = gr.skip()
-        if done or time.perf_counter() - charted > CHART_EVERY:
-            chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked)
-            charted = time.perf_counter()
-        spans = race.visible_spans(session.spans, show_rejected)
-        yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
-    for target, _ in throttled(replay.target_once(pair, config, ids, since)):
-        comparison = race.comparison_markdown(spec, target)
-        yield [gr.skip(), list(target.spans), comparison, gr.skip(), *unchanged]
-    replay.keep_race(pair, config, spec, target)
-    yield race_outputs(session, config, spec, target, show_rejected)
+    spec, charted = None, 0.0
+    runs = work.tasks(pair).race(request)
+    with contextlib.closing(runs):  # Stop closes this generator, and so the GPU call
+        for kind, run, done in runs:
+            if kind == "target":
+                target = run
+                comparison = race.comparison_markdown(spec, target)
+                yield [gr.skip(), list(target.spans), comparison, gr.skip(), *unchanged]
+                continue
+            spec = run
+            session.spans = list(spec.spans)
+            chart = gr.skip()
+            if done or time.perf_counter() - charted > CHART_EVERY:
+                chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked)
+                charted = time.perf_counter()
+            spans = race.visible_spans(session.spans, show_rejected)
+            yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
+    if spec is None or target is None:
+        return  # the GPU call ended early
+    replay.keep(pair, request, spec, target)
+    yield race_outputs(session, request.config, spec, target, show_rejected)
 
 
 def race_outputs(session: Session, config, spec, target, show_rejected: bool) -> list:
@@ -126,17 +113,17 @@ def sweep(
 ):  # fmt: skip
     """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
     Each further cell is a call of ``sweep_next`` of its own, so other people's runs take the
-    model between cells. Cells already measured are replayed from the record unless `fresh`."""
+    model between cells. Cells already measured are replayed from the record unless `fresh`.
+    On ZeroGPU a grid with a cell that does not fit one GPU call is refused before it starts."""
     with user_errors():
-        config = parse_run(
-            prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
-            drafter=drafter, adaptive=adaptive,
+        since = time.time() if parse_flag("Fresh run", fresh) else 0.0
+        request = requests.parse_sweep(
+            pair, prompt, system, ks, temperatures, top_p, top_k, max_new_tokens, seed, drafter,
+            adaptive, since,
         )  # fmt: skip
-        grid = parse_grid(ks, temperatures)
-        encode(pair, config)
-        fresh = parse_flag("Fresh run", fresh)
+        request.check()
     session = Session() if session is None else session
-    session.sweep = replay.plan_sweep(config, *grid, fresh)
+    session.sweep = replay.SweepPlan(request)
     return sweep_next(pair, session, progress)
 
 
@@ -144,7 +131,7 @@ def sweep_next(pair, session=None, progress=gr.Progress()):  # noqa: B008
     """The next cell of the session's sweep, recorded (SWEEP_OUTPUTS). The last output, the
     sweep's tick, changes while cells remain: the UI queues the next call on that change, and an
     API caller calls again until the progress says the sweep is done. Nothing changes when no
-    sweep is under way."""
+    sweep is under way. A cell is one GPU call, run to its end: Stop ends a sweep between cells."""
     plan = session.sweep if session is not None else None
     if plan is None or plan.finished:
         return [gr.skip()] * len(SWEEP_OUTPUTS)
@@ -154,7 +141,7 @@ def sweep_next(pair, session=None, progress=gr.Progress()):  # noqa: B008
         desc=f"Sweep cell {plan.done + 1} of {n}: K = {cell.k}, T = {cell.temperature:g}",
     )
     with user_errors():
-        plan, row = replay.sweep_cell(pair, plan)
+        plan, row = replay.sweep_cell(pair, plan, work.tasks(pair).race)
     session.sweep = plan
     session.runs.append(row)
     tick = gr.skip() if plan.finished else (plan.id, plan.done)
@@ -195,25 +182,9 @@ def exactness(
     """Draws of the first token and of the first two through the chosen acceptance rule and
     straight from p, against the exact p; then the greedy check (EXACTNESS_OUTPUTS)."""
     with user_errors():
-        config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
-        n, rule = parse_samples(n), parse_rule(rule, config.temperature)
-        generator = make_generator(config.seed, pair.target.device)
-        ex = exact.measure(pair, config, n, rule=rule, generator=generator)
-        pairs = joint.measure_pairs(pair, encode(pair, config), config.sampling, n, generator, rule)
-        check = exact.greedy_check(pair, config)
-    return [
-        charts.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
-        charts.exactness_chart(
-            pairs.labels, pairs.p, pairs.speculative, pairs.direct, pairs.n, "The first two tokens"
-        ),
-        exact.markdown(ex, pairs),
-        exact.greedy_markdown(check, config.k, pair.summary.precision),
-        {
-            "sampling": dataclasses.asdict(ex),
-            "pairs": dataclasses.asdict(pairs),
-            "greedy": dataclasses.asdict(check),
-        },
-    ]
+        request = requests.parse_exactness(pair, prompt, temperature, top_p, k, n, seed, rule)
+        gpu.check(request)
+    return work.tasks(pair).exactness(request)
 
 
 def step(
@@ -222,18 +193,9 @@ def step(
 ):  # fmt: skip
     """One round after the context in `state`, explained (STEP_OUTPUTS)."""
     with user_errors():
-        config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
-        state, r, scope = stepping.step(pair, config, state)
-    tokenizer = pair.tokenizer
-    return [
-        list(state.spans),
-        *stepping.step_markdown(r, tokenizer, config),
-        stepping.step_rows(r, tokenizer),
-        charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
-        microscope.chart(scope),
-        f"**Round {state.steps}:** {microscope.markdown(scope, r, tokenizer)}",
-        state,
-    ]
+        request = requests.parse_step(pair, prompt, k, temperature, seed, drafter, state)
+        gpu.check(request)
+    return work.tasks(pair).step(request, state)
 
 
 def reset_step() -> list:
@@ -249,7 +211,7 @@ def model_markdown(summary) -> str:
     return (
         f"**Target** {s.target_name} ({_params(s.target_params)}) · "
         f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · "
-        f"**Precision** {s.precision} · **Device** {s.device} · pair `{s.pair}`, "
+        f"**Precision** {s.label} · **Device** {s.device} · pair `{s.pair}`, "
         f"loaded in {s.load_seconds:.1f} s" + (f" · ⚠ {s.note}" if s.note else "")
     )
 

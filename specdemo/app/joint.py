@@ -59,10 +59,18 @@ def probs_after(model, cache, firsts: list[int], sampling: SamplingConfig) -> to
 
 @torch.inference_mode()
 def measure_pairs(
-    pair, ids: list[int], sampling: SamplingConfig, n: int, generator, rule: AcceptanceRule = EXACT
+    pair,
+    ids: list[int],
+    sampling: SamplingConfig,
+    n: int,
+    generator,
+    rule: AcceptanceRule = EXACT,
+    max_first_tokens: int | None = None,
 ) -> JointExactness:
     """n speculative and n direct draws of the first two new tokens, against the exact joint.
-    Memory stays at one batch of rows whatever the number of distinct first tokens."""
+    Memory stays at one batch of rows whatever the number of distinct first tokens; their
+    count, which sets the time, is refused above `max_first_tokens` (a ZeroGPU call's budget)
+    right after the first draws, before any second-token pass."""
     (p1, target_cache), (q1, draft_cache) = (
         prompt_step(model, ids, sampling) for model in (pair.target, pair.draft)
     )
@@ -74,6 +82,12 @@ def measure_pairs(
     second = {name: torch.empty_like(draws) for name, draws in first.items()}
     likely = torch.topk(p1, min(EXACT_FIRSTS, p1.shape[-1])).indices
     firsts = torch.unique(torch.cat([*first.values(), likely])).tolist()
+    if max_first_tokens is not None and len(firsts) > max_first_tokens:
+        raise ValueError(
+            f"The draws began with {len(firsts):,} different first tokens, more than the "
+            f"{max_first_tokens:,} this Space's GPU budget pays a second-token pass for: lower "
+            "the temperature or top-p, or N."
+        )
     p1 = pad_vocab(p1, vocab).double()
     p1 = p1 / p1.sum()
     tested, candidates = [], []  # (codes a * vocab + b, exact probabilities) per first token
@@ -123,8 +137,10 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
         index = torch.searchsorted(tested_codes, drawn).clamp_max(len(tested_codes) - 1)
         hit = tested_codes[index] == drawn
         counts = torch.bincount(index[hit], minlength=len(tested_codes)).double()
-        observed = torch.cat([counts, torch.tensor([float(n) - counts.sum()])])
-        expected = torch.cat([tested_p, torch.tensor([max(0.0, 1.0 - tested_p.sum().item())])])
+        other = float(n) - counts.sum().item()  # draws outside every tested pair
+        rest = max(0.0, 1.0 - tested_p.sum().item())
+        observed = torch.cat([counts, counts.new_tensor([other])])
+        expected = torch.cat([tested_p, tested_p.new_tensor([rest])])
         result[name] = (shown, chi2_pvalue(observed, expected), tv(shown, exact))
     labels = [
         f"{token_text(tokenizer, c // vocab)}·{token_text(tokenizer, c % vocab)}"

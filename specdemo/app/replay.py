@@ -7,18 +7,21 @@ whole races; ``TARGETS`` keeps target-alone runs, keyed without K, the drafter a
 drafting, which the target alone never uses. Both are shared by every session, thread-safe and
 bounded. A sweep is a ``SweepPlan`` advanced by ``sweep_cell``, one cell per call, so a server
 can let other requests take the model between cells.
+
+Everything here lives in the main process and is read and written outside the GPU functions
+(``work``): on ZeroGPU each GPU call may run in a fresh fork, which would keep nothing.
 """
 
 import copy
-import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from specdemo.app.config import RunConfig, encode
-from specdemo.app.race import SpecRun, TargetRun, last, record, run_speculative, run_target
+from specdemo.app import gpu
+from specdemo.app.config import RunConfig
+from specdemo.app.race import SpecRun, TargetRun, record
+from specdemo.app.requests import Race, Sweep
 
 KEPT = 64  # entries per store; a race of 1,024 tokens holds about 0.5 MB, mostly its spans
 
@@ -73,35 +76,10 @@ def clear() -> None:
     TARGETS.clear()
 
 
-def race_key(pair, config: RunConfig) -> tuple:
-    return pair.summary, config
-
-
-def target_key(pair, config: RunConfig) -> tuple:
-    c = config  # all it takes from the config: K, the drafter and adaptive drafting play no part
-    return pair.summary, c.prompt, c.system, c.sampling, c.seed, c.max_new_tokens
-
-
-def target_once(pair, config: RunConfig, ids: list[int], since: float = 0.0) -> Iterator[TargetRun]:
-    """The target alone, measured once per prompt, sampling, seed and length: the recorded run
-    if it was measured at or after `since`, yielded once, else ``run_target``'s growing run,
-    recorded when it finishes (a run stopped half-way is not)."""
-    key = target_key(pair, config)
-    found = TARGETS.get(key, since)
-    if found is not None:
-        yield replace(found.value, measured_at=found.at)
-        return
-    run = None
-    for run in run_target(pair, config, ids):
-        yield run
-    if run is not None:
-        TARGETS.put(key, run)
-
-
-def recorded_race(pair, config: RunConfig, since: float = 0.0) -> tuple[SpecRun, TargetRun] | None:
-    """The race recorded for this pair, prompt and settings at or after `since`, each run marked
+def recorded_race(pair, request: Race) -> tuple[SpecRun, TargetRun] | None:
+    """The race recorded for this pair and request at or after `request.since`, each run marked
     with when it was measured; None when there is none."""
-    found = RACES.get(race_key(pair, config), since)
+    found = RACES.get((pair.summary, request.key), request.since)
     if found is None:
         return None
     spec, target = found.value
@@ -110,56 +88,70 @@ def recorded_race(pair, config: RunConfig, since: float = 0.0) -> tuple[SpecRun,
     return spec, target
 
 
-def keep_race(pair, config: RunConfig, spec: SpecRun, target: TargetRun) -> None:
-    """Record a finished race, so the same request is answered with it (``recorded_race``)."""
-    RACES.put(race_key(pair, config), (spec, target))
+def recorded_target(pair, request: Race) -> TargetRun | None:
+    """The target-alone run recorded for this prompt, sampling, seed and length at or after
+    `request.since`, marked with when it was measured; None when there is none."""
+    found = TARGETS.get((pair.summary, request.target_key), request.since)
+    return None if found is None else replace(found.value, measured_at=found.at)
 
 
-def race_once(pair, config: RunConfig, since: float = 0.0) -> tuple[SpecRun, TargetRun]:
-    """A whole race, not streamed: the recorded one, or one run now (its target alone from
-    ``target_once``) and kept."""
-    found = recorded_race(pair, config, since)
+def keep(pair, request: Race, spec: SpecRun, target: TargetRun) -> None:
+    """Record a finished race, and its target-alone run when that was measured now, so the same
+    request is answered with them (``recorded_race``, ``recorded_target``)."""
+    if target.measured_at is None:
+        TARGETS.put((pair.summary, request.target_key), target)
+    RACES.put((pair.summary, request.key), (spec, target))
+
+
+def race_once(pair, request: Race, run_race) -> tuple[SpecRun, TargetRun]:
+    """A whole race, not streamed: the recorded one, or one run now by `run_race` (the GPU
+    function ``work.run_race``, bound to the pair) with the target alone from the record when
+    it is there, and kept. Refused (``gpu.check``) before the GPU is asked when too big."""
+    found = recorded_race(pair, request)
     if found is not None:
         return found
-    ids = encode(pair, config)
-    target = last(target_once(pair, config, ids, since))
-    spec = last(run_speculative(pair, config, ids))
-    keep_race(pair, config, spec, target)
+    target = recorded_target(pair, request)
+    request = replace(request, with_target=target is None)
+    gpu.check(request)
+    spec = None
+    for kind, run, _ in run_race(request):
+        if kind == "spec":
+            spec = run
+        else:
+            target = run
+    keep(pair, request, spec, target)
     return spec, target
-
-
-_SWEEP_IDS = itertools.count(1)
 
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A sweep under way: its settings, its (temperature, K) cells in run order, how many are
-    done. Runs recorded before `since` are measured again (a fresh sweep sets it to its start)."""
+    """A sweep under way (``requests.Sweep``) and how many of its cells are done."""
 
-    config: RunConfig
-    cells: tuple[tuple[float, int | str], ...]
-    since: float = 0.0
+    request: Sweep
     done: int = 0
-    id: int = field(default_factory=lambda: next(_SWEEP_IDS))  # no two sweeps look alike
+
+    @property
+    def id(self) -> str:
+        return self.request.id
+
+    @property
+    def cells(self) -> list[Race]:
+        return self.request.cells()
 
     @property
     def finished(self) -> bool:
         return self.done >= len(self.cells)
 
+    def next_request(self) -> Race:
+        return self.cells[self.done]
+
     def next_config(self) -> RunConfig:
-        temperature, k = self.cells[self.done]
-        return replace(self.config, temperature=temperature, k=k)
+        return self.next_request().config
 
 
-def plan_sweep(config: RunConfig, ks: list, temperatures: list[float], fresh=False) -> SweepPlan:
-    """Every (temperature, K) cell, the K values of one temperature together."""
-    cells = tuple((t, k) for t in temperatures for k in ks)
-    return SweepPlan(config, cells, since=time.time() if fresh else 0.0)
-
-
-def sweep_cell(pair, plan: SweepPlan) -> tuple[SweepPlan, dict]:
+def sweep_cell(pair, plan: SweepPlan, run_race) -> tuple[SweepPlan, dict]:
     """The plan's next cell raced (``race_once``) and recorded: (the plan a cell on, the record).
     The cells of one temperature share one target-alone run, as it does not depend on K."""
-    config = plan.next_config()
-    spec, target = race_once(pair, config, plan.since)
-    return replace(plan, done=plan.done + 1), record(config, spec, target)
+    request = plan.next_request()
+    spec, target = race_once(pair, request, run_race)
+    return replace(plan, done=plan.done + 1), record(request.config, spec, target)

@@ -62,7 +62,7 @@ def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
 # ---------------------------------------------------------------- tabs
 
 
-def generate_tab(first: str, examples: list[dict]) -> dict:
+def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict:
     """The race, its charts and the sweep; components named as the handlers' parameters and
     outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons."""
     w = {}
@@ -155,7 +155,9 @@ def generate_tab(first: str, examples: list[dict]) -> dict:
             w["sweep"] = gr.Button("Sweep", variant="primary", elem_id="sweep")
             w["csv_file"] = gr.DownloadButton("Download CSV", elem_id="download-csv")
             w["json_file"] = gr.DownloadButton("Download JSON", elem_id="download-json")
-        w["sweep_progress"] = gr.Markdown(label="Sweep progress", elem_id="sweep-progress")
+        w["sweep_progress"] = gr.Markdown(
+            sweep_note, label="Sweep progress", elem_id="sweep-progress"
+        )
         w["sweep_tick"] = gr.State(None)  # changes after each cell while cells remain
         w["results"] = gr.Dataframe(
             headers=RESULT_COLUMNS, label="This session's runs", elem_id="results"

@@ -2,49 +2,25 @@
 ``handlers``.
 
 Nothing here computes: each tab builder returns its components by the names the handlers use
-(their parameters, and their ``*_OUTPUTS``), and ``wire`` binds the pair to each handler. Model
-work shares one queue slot ("model"), so runs never overlap on the device and each is timed alone.
+(their parameters, and their ``*_OUTPUTS``), and ``wire`` binds the pair to each handler and
+wraps its GPU functions (``work``). On a shared device model work takes one queue slot
+("model"), so runs never overlap and each is timed alone; on ZeroGPU each call has its own GPU.
 """
 
 import functools
 import inspect
 
 import gradio as gr
-import torch
 
-from specdemo import models
-from specdemo.app import gpu, handlers
+from specdemo.app import gpu, handlers, requests, work
 from specdemo.app.config import load_examples
 from specdemo.app.preparing import Preparation
 from specdemo.app.session import Session, discard
 from specdemo.app.style import CSS, INTRO, LARGE_TEXT_JS, THEME
 from specdemo.app.tabs import exact_tab, generate_tab, step_tab
 
-try:  # On Hugging Face Spaces with a GPU (ZeroGPU), GPU work runs inside spaces.GPU.
-    import spaces
-except ImportError:
-    spaces = None
-
-__all__ = ["CSS", "QUEUE_SIZE", "THEME", "build", "on_gpu"]  # launch(theme=THEME, css=CSS)
+__all__ = ["CSS", "QUEUE_SIZE", "THEME", "build"]  # launch(theme=THEME, css=CSS)
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
-
-
-def on_gpu(fn, duration=60):
-    """`fn` under spaces.GPU on a Space with a GPU; unchanged everywhere else. `duration` is
-    seconds, or a function of `fn`'s arguments giving them (``gpu.per_request``): ZeroGPU calls it
-    before each request, and its ValueError (bad input, a sweep too big) reaches the user
-    without any GPU time asked for."""
-    if spaces is None or not (models.zero_gpu() or torch.cuda.is_available()):
-        return fn
-    if callable(duration):
-        estimate = duration
-
-        def seconds(*args, **kwargs) -> int:
-            with handlers.user_errors():
-                return estimate(*args, **kwargs)
-
-        return spaces.GPU(duration=seconds)(fn)
-    return spaces.GPU(duration=duration)(fn)
 
 
 # ---------------------------------------------------------------- components
@@ -69,7 +45,8 @@ def build(pair) -> gr.Blocks:
         with gr.Column(visible=not preparing) as tabs:
             session = gr.State(Session(), delete_callback=discard)
             with gr.Tab("Generate"):
-                generate = {**generate_tab(first, examples), "session": session}
+                tab = generate_tab(first, examples, default_sweep_note(pair, first))
+                generate = {**tab, "session": session}
             with gr.Tab("Is it exact?"):
                 exact = exact_tab(first)
             with gr.Tab("Step through"):
@@ -79,6 +56,14 @@ def build(pair) -> gr.Blocks:
             show_when_ready(app, pair, info, tabs)
     app.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return app
+
+
+def default_sweep_note(pair, prompt: str) -> str:
+    """What the default sweep on `prompt` costs a ZeroGPU visitor ("" elsewhere, or while the
+    pair is not ready: a ZeroGPU Space loads it before the page is built)."""
+    if not gpu.limited() or (isinstance(pair, Preparation) and not pair.ready):
+        return ""
+    return requests.parse_sweep(pair, prompt).note()
 
 
 def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> None:
@@ -111,16 +96,17 @@ def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> Non
 
 def wire(pair, generate: dict, exact: dict, step: dict) -> None:
     """Each button to its handler with the pair bound, inputs and outputs picked by name."""
-    # Model work shares one queue slot. preprocess=False hands the values to config.parse_run as
-    # sent, so an API call outside the sliders' limits gets a message naming the field.
-    model = {"concurrency_id": "model", "concurrency_limit": 1, "preprocess": False}
+    # On a shared device model work takes one queue slot, so each run is timed alone; on ZeroGPU
+    # every call gets a GPU of its own, so calls run at once. preprocess=False hands the values to
+    # config.parse_run as sent, so an API call outside the sliders' limits gets a message naming
+    # the field.
+    slots = None if gpu.limited() else 1
+    model = {"concurrency_id": "model", "concurrency_limit": slots, "preprocess": False}
+    work.tasks(pair)  # the GPU functions, wrapped before launch as ZeroGPU requires
 
     def event(button, handler, widgets, outputs, api_name, trigger="click", progress="full"):
-        fn = functools.partial(handler, pair)
-        # ZeroGPU asks for the seconds this request needs, computed from its own arguments.
-        duration = gpu.per_request(fn, gpu.SECONDS[handler.__name__])
         return getattr(button, trigger)(
-            on_gpu(fn, duration),
+            functools.partial(handler, pair),
             _inputs(handler, widgets),
             [widgets[name] for name in outputs],
             api_name=api_name,

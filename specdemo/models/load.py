@@ -3,7 +3,8 @@
 Packaged and tiny models load from the conversion cache (built on first use, or ahead of time by
 `prepare`); hub ids and folders load directly. `check_tokenizers` refuses a pair whose draft would
 propose token ids that mean something else, or nothing, to the target. Where bitsandbytes cannot
-run 4-bit (`four_bit_problem`), a pair asked for in 4-bit loads in bf16 and its summary says why.
+run 4-bit (`four_bit_problem`) or a 4-bit model fails to load, a pair asked for in 4-bit loads
+16-bit (bf16; fp16 on a GPU without bf16) and its summary says why.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from specdemo.models.pairs import (
     LoadedPair,
     LoadSummary,
     ModelSpec,
+    PairSpec,
     compute_dtype,
     fallback_precision,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
+    zero_gpu,
 )
 from specdemo.models.progress import Progress, report
 
@@ -74,11 +77,18 @@ def load_pair(
     start = time.perf_counter()
     spec = resolve_pair_spec(name, target, draft)
     requested, device = resolve_precision(precision), resolve_device(device)
-    precision, note = running_precision(requested)
-    dtype = torch.float32 if precision == "fp32" else compute_dtype(device, _capability(device))
-    target_model, target_cold = _load_model(spec.target, precision, device, dtype, cache, progress)
+    half = compute_dtype(device, _capability(device))
+    precision, note = running_precision(requested, device, half)
+    loaded = None
+    try:
+        loaded = _load_models(spec, precision, device, half, cache, progress)
+    except FourBitLoadError as e:
+        precision, note = fallback_precision(precision, str(e), half)
+    if loaded is None:  # outside the except block, so the failed load is freed first
+        loaded = _load_models(spec, precision, device, half, cache, progress)
+    target_model, draft_model, cold = loaded
+    dtype = torch.float32 if precision == "fp32" else half
     tokenizer = _load_tokenizer(spec.target, precision, cache)
-    draft_model, draft_cold = _load_model(spec.draft, precision, device, dtype, cache, progress)
     check_tokenizers(
         target_model,
         draft_model,
@@ -99,7 +109,7 @@ def load_pair(
         target_bytes=target_model.get_memory_footprint(),
         draft_bytes=draft_model.get_memory_footprint(),
         load_seconds=time.perf_counter() - start,
-        cold=target_cold or draft_cold,
+        cold=cold,
         dtype=str(dtype).removeprefix("torch."),
         requested="" if requested == precision else requested,
         note=note,
@@ -107,36 +117,54 @@ def load_pair(
     return LoadedPair(target_model, draft_model, tokenizer, summary)
 
 
-def running_precision(precision: str | None = None) -> tuple[str, str]:
-    """The precision a load runs at (see `pairs.fallback_precision`) and the note that says why
-    when it is not the one asked for; None: env or default."""
+def running_precision(
+    precision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.bfloat16
+) -> tuple[str, str]:
+    """The precision a load on `device` computing in `dtype` runs at (see
+    `pairs.fallback_precision`) and the note that says why when it is not the one asked for;
+    None: env or default. A 4-bit load on CUDA also needs the GPU's own probe to pass; on
+    ZeroGPU no GPU is lent at load time, so only the CPU is probed."""
     precision = resolve_precision(precision)
-    return fallback_precision(precision, four_bit_problem() if precision == "4bit" else None)
+    problem = None
+    if precision == "4bit":
+        problem = four_bit_problem()
+        if problem is None and device.startswith("cuda") and not zero_gpu():
+            problem = four_bit_problem(device, dtype)
+    return fallback_precision(precision, problem, dtype)
 
 
 @functools.cache
-def four_bit_problem() -> str | None:
-    """None when bitsandbytes runs an NF4 layer on this machine's CPU, else why not, in a line.
+def four_bit_problem(device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> str | None:
+    """None when bitsandbytes runs an NF4 layer computing in `dtype` on `device`, else why not,
+    in a line.
 
     The CPU is where packaged models are quantised (`convert`), on any device. Any exception
-    counts: a missing package (ImportError), a wheel without kernels for this platform
+    counts: a missing package (ImportError), a wheel without kernels for this platform or GPU
     (RuntimeError, NotImplementedError) or a native library that fails to load (OSError).
     """
     try:
         import_bitsandbytes()
         import bitsandbytes as bnb
 
-        layer = bnb.nn.Linear4bit(
-            64, 64, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4"
-        ).to("cpu")  # quantises the weight
+        layer = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=dtype, quant_type="nf4")
+        layer = layer.to(device)  # quantises the weight
         with torch.no_grad():
-            out = layer(torch.ones(1, 64, dtype=torch.bfloat16))
+            out = layer(torch.ones(1, 64, dtype=dtype, device=device))
         if not torch.isfinite(out).all():
             return "an NF4 layer returned non-finite values"
     except Exception as e:
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        return f"{type(e).__name__}: {first_line}"[:160].rstrip(": ")
+        return problem_line(e)
     return None
+
+
+def problem_line(e: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    first_line = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first_line}"[:160].rstrip(": ")
+
+
+class FourBitLoadError(RuntimeError):
+    """A model failed to load or quantise in 4-bit; the message says which and why in a line."""
 
 
 def check_tokenizers(
@@ -200,11 +228,19 @@ def count_params(model: torch.nn.Module) -> int:
     return total
 
 
+def _load_models(
+    spec: PairSpec, precision: str, device: str, half: torch.dtype, cache, progress
+) -> tuple[torch.nn.Module, torch.nn.Module, bool]:
+    """(target, draft, whether a cache was built); raises FourBitLoadError from a 4-bit load."""
+    dtype = torch.float32 if precision == "fp32" else half
+    target, target_cold = _load_model(spec.target, precision, device, dtype, cache, progress)
+    draft, draft_cold = _load_model(spec.draft, precision, device, dtype, cache, progress)
+    return target, draft, target_cold or draft_cold
+
+
 def _load_model(
     spec: ModelSpec, precision: str, device: str, dtype: torch.dtype, cache, progress
 ) -> tuple[torch.nn.Module, bool]:
-    from transformers import AutoModelForCausalLM
-
     cold = False
     source = spec.source
     if spec.kind != "hub":
@@ -212,6 +248,22 @@ def _load_model(
         source = str(folder)
     stage = f"load {spec.name}"
     report(progress, stage, 0, 1)
+    try:
+        model = _from_pretrained(spec, source, precision, device, dtype)
+    except Exception as e:
+        if precision != "4bit":
+            raise
+        # e.g. bitsandbytes without kernels for this GPU, raising as it quantises or moves weights
+        raise FourBitLoadError(f"{spec.name} failed to load in 4-bit: {problem_line(e)}") from e
+    report(progress, stage, 1, 1)
+    return model.eval(), cold
+
+
+def _from_pretrained(
+    spec: ModelSpec, source: str, precision: str, device: str, dtype: torch.dtype
+) -> torch.nn.Module:
+    from transformers import AutoModelForCausalLM
+
     if precision == "4bit" and spec.kind == "hub":
         kwargs = {"quantization_config": bnb_config(dtype), "dtype": dtype}
     elif precision == "4bit":  # a cached bnb checkpoint, its quantization_config in config.json
@@ -228,18 +280,21 @@ def _load_model(
         )
     if precision == "4bit":
         use_compute_dtype(model, dtype)
-    report(progress, stage, 1, 1)
-    return model.eval(), cold
+    return model
 
 
 def use_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
-    """Make a 4-bit model compute in `dtype`: its NF4 layers, and its unquantised 16-bit weights
-    (embeddings, norms, biases). A cached checkpoint records bfloat16 and transformers keeps what
-    a pre-quantised checkpoint records, so a float16 GPU needs this after loading; float32
-    weights (the tiny pair's) stay as they are."""
+    """Make a 4-bit model compute in `dtype`: its NF4 layers (the dtype they compute in and the
+    one their weights dequantise to, `quant_state.dtype`, which a multi-token pass multiplies
+    in), and its unquantised 16-bit weights (embeddings, norms, biases). A cached checkpoint
+    records bfloat16 and transformers keeps what a pre-quantised checkpoint records, so a float16
+    GPU needs this after loading; float32 weights (the tiny pair's) stay as they are."""
     for module in model.modules():
         if hasattr(module, "compute_dtype"):  # bitsandbytes' Linear4bit
             module.compute_dtype = dtype
+            state = getattr(module.weight, "quant_state", None)
+            if state is not None:
+                state.dtype = dtype
     for param in model.parameters():
         if param.dtype in (torch.bfloat16, torch.float16) and param.dtype != dtype:
             param.data = param.data.to(dtype)

@@ -140,6 +140,15 @@ class LoadSummary:
     requested: str = ""  # the precision asked for; "" when it is `precision`
     note: str = ""  # why `precision` is not the one asked for
 
+    @property
+    def label(self) -> str:
+        """The precision as it runs, for people: "4-bit NF4, fp16 compute", "fp16", "fp32"; a
+        16-bit pair is named by the dtype it computes in (bf16 runs as fp16 on a T4)."""
+        dtype = short_dtype(self.dtype) if self.dtype else ""
+        if self.precision == "4bit":
+            return f"4-bit NF4, {dtype} compute" if dtype else "4-bit NF4"
+        return dtype or self.precision
+
 
 @dataclass(frozen=True)
 class LoadedPair:
@@ -225,13 +234,21 @@ def resolve_precision(precision: str | None = None) -> str:
     return precision
 
 
-def fallback_precision(precision: str, four_bit_problem: str | None) -> tuple[str, str]:
+def fallback_precision(
+    precision: str, four_bit_problem: str | None, dtype: torch.dtype = torch.bfloat16
+) -> tuple[str, str]:
     """The precision that runs, and a note when it is not `precision`: 4-bit needs bitsandbytes
-    working on this machine, and without it (`four_bit_problem` says why) the pair runs in bf16,
-    the precision the 4-bit layers compute in anyway."""
+    working on this machine, and without it (`four_bit_problem` says why) the pair runs 16-bit
+    in `dtype` (see `compute_dtype`), the dtype the 4-bit layers would compute in anyway."""
     if precision != "4bit" or four_bit_problem is None:
         return precision, ""
-    return "bf16", f"4-bit unavailable here (bitsandbytes: {four_bit_problem}): running bf16"
+    running = short_dtype(str(dtype).removeprefix("torch."))
+    return "bf16", f"4-bit unavailable here (bitsandbytes: {four_bit_problem}): running {running}"
+
+
+def short_dtype(name: str) -> str:
+    """A torch dtype name shortened: bfloat16 -> bf16, float16 -> fp16, float32 -> fp32."""
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, name)
 
 
 def resolve_device(device: str | None = None) -> str:

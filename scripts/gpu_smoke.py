@@ -1,0 +1,366 @@
+"""GPU smoke check for a bare CUDA machine with no network; run it through scripts/gpu_smoke.sh,
+which installs the wheels in wheels/ first.
+
+Usage: gpu_smoke.py [--dry-run] [OUT]
+
+Six checks in order, every one run even after another fails: (1) versions, compute capability
+and the compute dtype specdemo picks; (2) a bitsandbytes NF4 Linear at 1 and 5 rows against a
+matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and one short
+generation; (4) every model handler on the device, each value it yields or returns pickled and
+unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5) step
+costs of random-weight models of the real target and draft architectures in 4-bit, against the
+budgets in specdemo.app.gpu; (6) a trimmed scripts/gpu_bench.sh, its summary under OUT/bench
+(default OUT: bench_out/gpu-smoke). Prints one table (check | result | figure); the exit status
+is 1 when any row failed.
+
+--dry-run runs on the CPU whatever can run there (the bench in its own --dry-run, step costs of
+a 2-layer build of the real widths, timed but not judged) and never touches CUDA.
+"""
+
+import argparse
+import functools
+import gc
+import importlib.metadata
+import os
+import pickle
+import platform
+import re
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "Write a Python function that adds two numbers."
+PASS, FAIL, RAN = "pass", "FAIL", "ran"  # RAN: measured, not judged
+SLACK = 1.5  # a step cost fails above SLACK times its budget
+NF4_SHAPE = (1024, 512)  # (in, out) features of the checked layer
+NF4_ROWS = (1, 5)  # 1 row takes bitsandbytes' inference kernel on CUDA, more rows its matmul
+# Max abs error allowed, in eps(compute dtype) * max|reference|: the output's own rounding is
+# half that; 0.3-0.4 on a CPU.
+NF4_TOLERANCE = 4.0
+BENCH_TRIM = ("--ks", "1", "3", "auto", "--per-set", "1", "--max-new-tokens", "32")
+BENCH_TIMEOUT = 360  # seconds, two loads of the random pair included
+ZEROGPU_EMULATION = "SPECDEMO_ZEROGPU_EMULATION"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One row of the table."""
+
+    check: str
+    result: str  # PASS, FAIL or RAN
+    figure: str
+
+
+@dataclass
+class Run:
+    """What the checks share: where they run, and what an earlier check left behind."""
+
+    device: str  # "cuda", or "cpu" in a dry run
+    models: Path  # the random pair of the real architectures (check 5 builds, check 6 benches)
+    out: Path
+    pair_built: bool = False
+
+    @property
+    def dry(self) -> bool:
+        return self.device == "cpu"
+
+
+# ---------------------------------------------------------------- the table
+
+
+def run_checks(checks, run) -> list[Outcome]:
+    """Every check in order, each returning its rows; one that raises becomes a FAIL row
+    (``failure``) and the next check still runs."""
+    outcomes = []
+    for name, check in checks:
+        print(f"== {name}", flush=True)
+        start = time.perf_counter()
+        try:
+            outcomes += check(run)
+        except Exception as e:
+            outcomes.append(failure(name, e))
+        print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
+    return outcomes
+
+
+def failure(check: str, e: Exception) -> Outcome:
+    """A FAIL row with the exception's first line; its traceback goes to stderr."""
+    traceback.print_exception(e)
+    first_line = (str(e).strip().splitlines() or [""])[0]
+    return Outcome(check, FAIL, f"{type(e).__name__}: {first_line}"[:200])
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [("check", "result", "figure"), ("---", "---", "---")]
+    rows += [(o.check, o.result, o.figure) for o in outcomes]
+    return "\n".join(f"| {' | '.join(row)} |" for row in rows)
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    return int(any(o.result == FAIL for o in outcomes))
+
+
+def verdict(ok: bool, problems: list[str], figure: str) -> tuple[str, str]:
+    return (PASS if ok and not problems else FAIL), "; ".join([*problems, figure])
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def span(values: list, form: str) -> str:
+    """'lo..hi' of `values`, or the one value."""
+    lo, hi = form.format(min(values)), form.format(max(values))
+    return lo if lo == hi else f"{lo}..{hi}"
+
+
+# ---------------------------------------------------------------- 1-4: versions, NF4, tiny pair
+
+
+def picked_dtype(device: str) -> torch.dtype:
+    from specdemo.models import compute_dtype
+
+    capability = torch.cuda.get_device_capability() if device == "cuda" else None
+    return compute_dtype(device, capability)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def check_versions(run: Run) -> list[Outcome]:
+    import transformers
+    from packaging.specifiers import SpecifierSet
+
+    from specdemo.models.convert import import_bitsandbytes
+
+    import_bitsandbytes()
+    import bitsandbytes
+
+    figure = (
+        f"python {platform.python_version()}, torch {torch.__version__} "
+        f"(CUDA {torch.version.cuda}), transformers {transformers.__version__}, "
+        f"bitsandbytes {bitsandbytes.__version__}, gradio {importlib.metadata.version('gradio')}"
+    )
+    problems = []
+    requirements = (ROOT / "requirements.txt").read_text()
+    pin = re.search(r"^transformers(\S+)", requirements, re.M).group(1)
+    if transformers.__version__ not in SpecifierSet(pin):
+        problems.append(f"transformers outside {pin}: put its wheel in wheels/")
+    if run.dry:
+        figure += f"; dry run on the CPU, computing in {dtype_name(picked_dtype('cpu'))}"
+    elif not torch.cuda.is_available():
+        problems.append("torch sees no CUDA device")
+    else:
+        capability = torch.cuda.get_device_capability()
+        figure += (
+            f"; {torch.cuda.get_device_name()}, compute capability {capability[0]}.{capability[1]}"
+            f", computing in {dtype_name(picked_dtype('cuda'))}"
+        )
+    return [Outcome("1 versions", *verdict(True, problems, figure))]
+
+
+def check_nf4_linear(run: Run) -> list[Outcome]:
+    from specdemo.models.convert import import_bitsandbytes
+
+    import_bitsandbytes()
+    import bitsandbytes as bnb
+    from bitsandbytes.functional import dequantize_4bit
+
+    dtype = picked_dtype(run.device)
+    torch.manual_seed(0)
+    layer = bnb.nn.Linear4bit(*NF4_SHAPE, bias=False, compute_dtype=dtype, quant_type="nf4")
+    layer = layer.to(run.device)  # quantises the weight
+    # Dequantised before the first forward, which on some CPUs repacks the weight in place.
+    weight = dequantize_4bit(layer.weight.data, layer.weight.quant_state).float()  # (out, in)
+    ok, figures = True, []
+    for rows in NF4_ROWS:
+        x = torch.randn(rows, NF4_SHAPE[0], dtype=dtype, device=run.device)
+        with torch.inference_mode():
+            y = layer(x)
+        reference = x.float() @ weight.T  # (rows, out)
+        error = (y.float() - reference).abs().max().item()
+        tolerance = NF4_TOLERANCE * torch.finfo(dtype).eps * reference.abs().max().item()
+        ok &= y.shape == reference.shape and error <= tolerance  # a NaN error fails
+        figures.append(f"{rows} row{'s' * (rows > 1)}: {error:.2g} (tolerance {tolerance:.2g})")
+    figure = f"max abs error in {dtype_name(dtype)}, " + ", ".join(figures)
+    return [Outcome("2 nf4 linear", *verdict(ok, [], figure))]
+
+
+@functools.cache
+def tiny_pair(device: str):
+    """The tiny pair, quantised on the CPU into the conversion cache and loaded on `device`."""
+    from specdemo.models import load_pair
+
+    return load_pair("tiny", precision="4bit", device=device)
+
+
+def check_tiny_pair(run: Run) -> list[Outcome]:
+    import specdemo
+    from specdemo.models.convert import import_bitsandbytes
+    from specdemo.text import encode_prompt
+
+    import_bitsandbytes()
+    import bitsandbytes as bnb
+
+    pair = tiny_pair(run.device)
+    s, problems = pair.summary, []
+    if s.precision != "4bit":
+        problems.append(f"ran {s.precision}: {s.note}")
+    if not any(isinstance(m, bnb.nn.Linear4bit) for m in pair.target.modules()):
+        problems.append("the target has no 4-bit layer")
+    for model in (pair.target, pair.draft):
+        if model.device.type != run.device:
+            problems.append(f"a model is on {model.device}")
+    ids = encode_prompt(pair.tokenizer, PROMPT)
+    stats = specdemo.generate(pair.target, pair.draft, ids, k=3, max_new_tokens=16, seed=0).stats
+    if stats.new_tokens == 0:
+        problems.append("no token generated")
+    figure = (
+        f"{s.precision} ({s.dtype}) on {s.device}, loaded in {s.load_seconds:.1f} s; "
+        f"k = 3: {stats.new_tokens} tokens in {stats.rounds} rounds, alpha {stats.alpha:.2f}"
+    )
+    return [Outcome("3 tiny pair", *verdict(True, problems, figure))]
+
+
+def check_handlers(run: Run) -> list[Outcome]:
+    """Each handler in its own row, so one that fails hides none of the others."""
+    from specdemo.app import handlers
+
+    pair = tiny_pair(run.device)
+    calls = {
+        "generate": lambda: list(handlers.generate(pair, PROMPT, max_new_tokens=16)),
+        "sweep": lambda: [
+            handlers.sweep(pair, PROMPT, ks=[2], temperatures=[1.0], max_new_tokens=8)
+        ],
+        "exactness": lambda: [handlers.exactness(pair, PROMPT, n=2000)],
+        "step": lambda: [handlers.step(pair, PROMPT)],
+    }
+    outcomes = []
+    for name, call in calls.items():
+        try:
+            start = time.perf_counter()
+            values = call()
+            seconds = time.perf_counter() - start
+            size = sum(len(pickle.dumps(v)) for value in values for v in value)
+            for value in values:
+                pickle.loads(pickle.dumps(value))
+            events = f"{len(values)} event{'s' * (len(values) > 1)}"
+            figure = f"{events} in {seconds:.1f} s, {size / 1024:.0f} KiB pickled and unpickled"
+            outcomes.append(Outcome(f"4 {name}", PASS, figure))
+        except Exception as e:
+            outcomes.append(failure(f"4 {name}", e))
+    return outcomes
+
+
+# ---------------------------------------------------------------- 5-6: real architectures
+
+
+def check_step_costs(run: Run) -> list[Outcome]:
+    from specdemo import bench
+    from specdemo.models import load_pair, warm_up
+    from specdemo.profile import PROFILE_KS, synthetic_context
+
+    layers = ["--layers", "2"] if run.dry else []
+    build = [sys.executable, "scripts/make_random_pair.py", str(run.models), *layers]
+    subprocess.run(build, cwd=ROOT, check=True)
+    run.pair_built = True
+    pair = load_pair(
+        target=str(run.models / "target"),
+        draft=str(run.models / "draft"),
+        precision="4bit",
+        device=run.device,
+    )
+    warm_up(pair)
+    context = synthetic_context(pair.target, pair.draft)
+    ks = [1] if run.dry else list(PROFILE_KS)  # a step of 2 layers takes ~0.5 s on 2 CPU cores
+    costs = bench.step_costs(pair, context, ks, "auto")  # the draft with the app's head
+    del pair
+    gc.collect()
+    if not run.dry:
+        torch.cuda.empty_cache()
+    return step_cost_outcomes(costs, judged=not run.dry)
+
+
+def step_cost_outcomes(costs, judged: bool) -> list[Outcome]:
+    """`costs` (a StepCosts) beside the budgets specdemo.app.gpu asks ZeroGPU for; each fails
+    above SLACK times its budget. A verify pass has two budgets, VERIFY_STEPS target steps and
+    VERIFY_STEPS * T_STEP seconds, and fails above either."""
+    from specdemo.app.gpu import T_DRAFT, T_STEP, VERIFY_STEPS
+
+    def result(ok: bool) -> str:
+        return (PASS if ok else FAIL) if judged else RAN
+
+    ks = sorted(costs.t_verify)
+    steps = [costs.verify_cost(k) for k in ks]
+    seconds = [costs.t_verify[k] for k in ks]
+    verify_ok = max(steps) <= SLACK * VERIFY_STEPS and max(seconds) <= SLACK * VERIFY_STEPS * T_STEP
+    verify = (
+        f"{span([k + 1 for k in ks], '{}')} tokens: {' '.join(f'{t * 1e3:.1f}' for t in seconds)}"
+        f" ms = {span(steps, '{:.2f}')} target steps "
+        f"(budget {VERIFY_STEPS:g} steps = {ms(VERIFY_STEPS * T_STEP)})"
+    )
+    note = "" if judged else "; a 2-layer build on the CPU: not judged"
+    return [
+        Outcome("5 t_step", result(costs.t_step <= SLACK * T_STEP),
+                f"{ms(costs.t_step)} (budget {ms(T_STEP)}){note}"),
+        Outcome("5 t_draft", result(costs.t_draft <= SLACK * T_DRAFT),
+                f"{ms(costs.t_draft)} (budget {ms(T_DRAFT)}){note}"),
+        Outcome("5 t_verify", result(verify_ok), verify + note),
+        Outcome("5 c", RAN, f"t_draft / t_step = {costs.c:.2f} (budgets: {T_DRAFT / T_STEP:.2f})"),
+    ]  # fmt: skip
+
+
+def check_bench(run: Run) -> list[Outcome]:
+    out = run.out / "bench"
+    flags = ["--dry-run"] * run.dry + ["--reuse-pair"] * run.pair_built
+    command = ["bash", "scripts/gpu_bench.sh", *flags, str(out), "--", *BENCH_TRIM]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, timeout=BENCH_TIMEOUT)
+    seconds = time.perf_counter() - start
+    figure = f"{' '.join(command[1:])}: exit {done.returncode} in {seconds:.0f} s"
+    if run.dry or done.returncode:
+        return [Outcome("6 gpu bench", PASS if done.returncode == 0 else FAIL, figure)]
+    summary = out / "summary.md"
+    rows = sum(line.startswith("| ") for line in summary.read_text().splitlines()) - 1  # header
+    figure += f"; {rows} rows in {summary}"
+    return [Outcome("6 gpu bench", PASS if rows > 0 else FAIL, figure)]
+
+
+CHECKS = (
+    ("1 versions", check_versions),
+    ("2 nf4 linear", check_nf4_linear),
+    ("3 tiny pair", check_tiny_pair),
+    ("4 handlers", check_handlers),
+    ("5 step costs", check_step_costs),
+    ("6 gpu bench", check_bench),
+)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="the CPU only; no CUDA call")
+    parser.add_argument("out", nargs="?", type=Path, default=Path("bench_out/gpu-smoke"))
+    args = parser.parse_args(argv)
+    os.environ[ZEROGPU_EMULATION] = "pickle"  # read when specdemo.app is imported
+    models = Path(os.environ.get("SPECDEMO_RANDOM_PAIR") or "/tmp/specdemo-random-pair")
+    run = Run("cpu" if args.dry_run else "cuda", models, ROOT / args.out)
+    start = time.perf_counter()
+    outcomes = run_checks(CHECKS, run)
+    failed = sum(o.result == FAIL for o in outcomes)
+    print(f"\n{table(outcomes)}\n\n{len(outcomes)} rows, {failed} failed, "
+          f"{time.perf_counter() - start:.0f} s")  # fmt: skip
+    if run.dry:
+        initialised = torch.cuda.is_initialized()
+        print(f"dry run: stopped before CUDA (torch.cuda initialised: {initialised})")
+    return exit_status(outcomes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

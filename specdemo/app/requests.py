@@ -1,0 +1,191 @@
+"""One request type per tab: widget or API values parsed once, in the main process, into a
+frozen, picklable request that carries what the call needs.
+
+A request knows its GPU budget (``seconds``, from ``gpu``), what to say when that does not fit
+one ZeroGPU call (``fits``), and for a race its replay keys. The handlers build a request, answer
+it from replay where they can, and hand it to a GPU function (``work``) with nothing else; a
+sweep's id is drawn here, so it stays unique however many GPU workers the cells run in.
+"""
+
+import uuid
+from dataclasses import dataclass, replace
+
+from specdemo.app import gpu
+from specdemo.app.config import (
+    DEFAULTS,
+    DRAFTERS,
+    EXACT_DEFAULTS,
+    LIMITS,
+    STEP_DEFAULTS,
+    SWEEP_DEFAULTS,
+    RunConfig,
+    encode,
+    parse_grid,
+    parse_rule,
+    parse_run,
+    parse_samples,
+)
+from specdemo.sampling import AcceptanceRule
+
+
+@dataclass(frozen=True)
+class Race:
+    """A speculative run and the target alone on one prompt (the Generate button, or one cell
+    of a sweep). `since`: runs recorded before it are measured again (a fresh run sets it)."""
+
+    config: RunConfig
+    ids: tuple[int, ...]
+    since: float = 0.0
+    with_target: bool = True  # False when the target-alone run is answered from replay
+
+    @property
+    def seconds(self) -> int:
+        return gpu.ask(gpu.race_seconds(self.config, len(self.ids), self.with_target))
+
+    @property
+    def key(self) -> RunConfig:
+        """Replay key of the whole race: every setting, the seed included."""
+        return self.config
+
+    @property
+    def target_key(self) -> tuple:
+        """Replay key of the target alone: K, the drafter and adaptive drafting play no part."""
+        c = self.config
+        return c.prompt, c.system, c.sampling, c.seed, c.max_new_tokens
+
+    def fits(self) -> str:
+        c = self.config
+
+        def seconds(tokens: int) -> float:
+            return gpu.race_seconds(replace(c, max_new_tokens=tokens), len(self.ids))
+
+        n = gpu.largest_tokens(seconds)
+        setting = f"K = {c.k} with {DRAFTERS[c.drafter].lower()}"
+        if n is None:
+            return "Shorten the prompt: no run of it fits."
+        return f"At {setting}, at most {n} new tokens fit: lower Max new tokens."
+
+
+def parse_race(
+    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
+    temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"], since=0.0,
+) -> Race:  # fmt: skip
+    config = parse_run(
+        prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
+        auto_k,
+    )  # fmt: skip
+    return Race(config, tuple(encode(pair, config)), since)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A (K, temperature) grid of races, run one cell per call; `id` tells two sweeps apart."""
+
+    config: RunConfig
+    ks: tuple[int | str, ...]
+    temperatures: tuple[float, ...]
+    ids: tuple[int, ...]
+    since: float = 0.0
+    id: str = ""
+
+    def cells(self) -> list[Race]:
+        """Every cell's race, the K values of one temperature together; the target alone is
+        charged to the first cell of each temperature, whose run the others replay."""
+        return [
+            Race(replace(self.config, temperature=t, k=k), self.ids, self.since, with_target=i == 0)
+            for t in self.temperatures
+            for i, k in enumerate(self.ks)
+        ]
+
+    def check(self) -> None:
+        """Refuse the whole sweep before it starts if any cell would not fit one call."""
+        for cell in self.cells():
+            try:
+                gpu.check(cell)
+            except ValueError as e:
+                c = cell.config
+                raise ValueError(f"Sweep cell K = {c.k}, T = {c.temperature:g}: {e}") from None
+
+    def note(self) -> str:
+        """What the sweep costs a ZeroGPU visitor ("" elsewhere)."""
+        return gpu.sweep_note(*gpu.sweep_calls(self.cells()))
+
+
+def parse_sweep(
+    pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
+    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"], since=0.0,
+) -> Sweep:  # fmt: skip
+    config = parse_run(
+        prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
+        drafter=drafter, adaptive=adaptive,
+    )  # fmt: skip
+    ks, temperatures = parse_grid(ks, temperatures)
+    ids = tuple(encode(pair, config))
+    return Sweep(config, tuple(ks), tuple(temperatures), ids, since, uuid.uuid4().hex[:12])
+
+
+@dataclass(frozen=True)
+class Exactness:
+    """The exactness check: n draws of the first two tokens under `rule`, and the greedy check.
+    `max_first_tokens` bounds the distinct first tokens it pays for (None: no bound)."""
+
+    config: RunConfig
+    ids: tuple[int, ...]
+    n: int
+    rule: AcceptanceRule
+    max_first_tokens: int | None = None
+
+    @property
+    def seconds(self) -> int:
+        return gpu.ask(gpu.exactness_seconds(self.config, self.n, len(self.ids)))
+
+    def fits(self) -> str:
+        low, high = LIMITS["n"]
+
+        def fit(n: int) -> bool:
+            budget = gpu.exactness_seconds(self.config, n, len(self.ids))
+            return gpu.ask(budget) <= gpu.max_seconds()
+
+        n = gpu.largest(fit, low, high)
+        if n is None:
+            return "Shorten the prompt or lower K: no check of it fits."
+        return f"At most {n:,} draws fit at these settings: lower N."
+
+
+def parse_exactness(
+    pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
+    k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
+    rule=EXACT_DEFAULTS["rule"],
+) -> Exactness:  # fmt: skip
+    config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
+    n, rule = parse_samples(n), parse_rule(rule, config.temperature)
+    bound = gpu.MAX_FIRST_TOKENS if gpu.limited() else None
+    return Exactness(config, tuple(encode(pair, config)), n, rule, bound)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step-through round after a context of `context_tokens` tokens."""
+
+    config: RunConfig
+    context_tokens: int
+
+    @property
+    def seconds(self) -> int:
+        return gpu.ask(gpu.step_seconds(self.config, self.context_tokens))
+
+    def fits(self) -> str:
+        return "Press Reset to start from a shorter context."
+
+
+def parse_step(
+    pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
+    seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
+) -> Step:  # fmt: skip
+    config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
+    same = state is not None and (state.prompt, state.system) == (config.prompt, config.system)
+    context = len(state.context) if same else len(encode(pair, config))
+    return Step(config, context)

@@ -1,0 +1,63 @@
+"""specdemo.bench, checked on the CPU with a CUDA device faked: transformers' runs (target
+alone and assisted) and specdemo's wait for the device the same way, around every model pass."""
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from specdemo import bench
+from specdemo.lm import Stopwatch
+from specdemo.sampling import SamplingConfig
+
+ARGS = SimpleNamespace(adaptive=False, draft_head_rows=None)  # the CLI's bench arguments used
+
+
+class CudaStopwatch(Stopwatch):
+    """A Stopwatch that synchronises as it would on CUDA, for tensors that stay on the CPU."""
+
+    def __init__(self, device):
+        super().__init__("cuda")
+        self.device = device
+
+
+@pytest.fixture
+def log(pair, monkeypatch):
+    """A run's events in order: "F" as a forward pass of the target or the draft starts, "S"
+    for each torch.cuda.synchronize; the bench's timers wait as on a CUDA device."""
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("S"))
+    monkeypatch.setattr(bench, "Stopwatch", CudaStopwatch)
+    # run_hf sets the draft's assisted-generation settings; the shared pair keeps its own.
+    monkeypatch.setattr(
+        pair.draft, "generation_config", copy.deepcopy(pair.draft.generation_config)
+    )
+    # Registered before the bench's hooks, so a pass's "F" comes before the sync it triggers.
+    models = (pair.target, pair.draft)
+    handles = [m.register_forward_pre_hook(lambda *_: events.append("F")) for m in models]
+    yield events
+    for h in handles:
+        h.remove()
+
+
+def each_pass_between_syncs(events: list[str]) -> bool:
+    """A sync just before and just after every pass: S…S F SS F SS … F S…S."""
+    text, passes = "".join(events), events.count("F")
+    bracketed = text.startswith("S") and text.endswith("S")
+    return passes > 2 and bracketed and text.strip("S") == "F" + "SSF" * (passes - 1)
+
+
+@pytest.mark.parametrize("k", [None, 3], ids=["target alone", "assisted"])
+def test_transformers_runs_wait_for_the_device_around_every_pass(pair, log, k):
+    ids = pair.tokenizer("def add(a, b):")["input_ids"]
+    n, seconds = bench.run_hf(pair, ids, SamplingConfig(0.0), 8, 0, k)
+    assert n > 0 and seconds > 0
+    assert each_pass_between_syncs(log), "".join(log)
+
+
+def test_specdemo_runs_wait_for_the_device_around_every_pass(pair, log):
+    ids = pair.tokenizer("def add(a, b):")["input_ids"]
+    stats, _ = bench.run_ours(pair, ids, 3, SamplingConfig(0.0), 8, 0, ARGS)
+    assert stats.new_tokens > 0
+    assert each_pass_between_syncs(log), "".join(log)

@@ -1,0 +1,261 @@
+"""ZeroGPU, checked without it: each request's GPU budget grows with its work and one that does
+not fit a call is refused, naming what fits; the GPU functions run in a fresh fork per call (as
+ZeroGPU may run them) while replay, sweep ids and sessions work from the main process; Stop
+ends a forked GPU call within a round."""
+
+import os
+import time
+
+import gradio as gr
+import pytest
+from test_app_config import PROMPT
+
+from specdemo.app import gpu, handlers, replay, requests, work
+from specdemo.app.config import LIMITS, RunConfig, parse_run
+
+
+def race(prompt_tokens: int = 20, **settings) -> requests.Race:
+    return requests.Race(parse_run(PROMPT, **settings), tuple(range(prompt_tokens)))
+
+
+@pytest.fixture
+def zero_gpu(monkeypatch):
+    """A ZeroGPU Space on RTX Pro 6000 Blackwell halves: requests are priced and checked."""
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setattr(gpu, "duration_factor", lambda: gpu.DURATION_FACTOR)
+
+
+@pytest.fixture
+def forked(monkeypatch):
+    """Every GPU function call in a fresh fork of this process, which keeps nothing it writes."""
+    monkeypatch.setattr(gpu, "EMULATION", "fork")
+    monkeypatch.setattr(work, "_bound", {})
+    replay.clear()
+    yield
+    replay.clear()
+
+
+# ---------------------------------------------------------------- budgets
+
+
+def test_one_call_may_ask_for_a_visitors_daily_quota_at_the_gpus_charge():
+    assert gpu.duration_factor() == gpu.DURATION_FACTOR == 1.5
+    assert gpu.max_seconds() == 80 == gpu.QUOTA_SECONDS / gpu.DURATION_FACTOR
+
+
+def test_a_race_asks_for_more_with_more_tokens_a_larger_k_and_a_longer_prompt():
+    short = race(k=2, max_new_tokens=32).seconds
+    assert short < race(k=2, max_new_tokens=256).seconds
+    assert short < race(k=8, max_new_tokens=32).seconds
+    assert short < race(prompt_tokens=3000, k=2, max_new_tokens=32).seconds
+    assert race(k="auto").seconds == race(k=max(requests.gpu.PROFILE_KS)).seconds
+
+
+def test_prompt_lookup_drafts_free_and_a_recorded_target_is_not_charged():
+    model = race(k=8, max_new_tokens=512)
+    lookup = requests.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="lookup"), model.ids)
+    assert lookup.seconds < model.seconds
+    assert requests.Race(model.config, model.ids, with_target=False).seconds < model.seconds
+
+
+def test_the_exactness_check_asks_for_more_with_more_draws_sampling_and_a_longer_prompt():
+    def seconds(n=1_000, temperature=1.0, tokens=20):
+        config = parse_run(PROMPT, k=4, temperature=temperature)
+        return gpu.exactness_seconds(config, n, tokens)
+
+    assert seconds(n=100) < seconds(n=400) < seconds(n=100_000)
+    assert seconds(temperature=0.0) < seconds(temperature=1.0)
+    assert seconds(tokens=20) < seconds(tokens=3000)
+    assert gpu.first_tokens(100_000, 1.0) == gpu.MAX_FIRST_TOKENS + 8
+
+
+def test_every_default_request_fits_one_call():
+    for request in (
+        race(),
+        requests.Exactness(parse_run(PROMPT, temperature=1.0), tuple(range(20)), 20_000, None),
+        requests.Step(parse_run(PROMPT, k=4), 40),
+    ):
+        assert 1 <= request.seconds <= gpu.max_seconds()
+
+
+def test_off_zero_gpu_nothing_is_refused(monkeypatch):
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    gpu.check(race(k="auto", max_new_tokens=1024))
+
+
+def test_on_zero_gpu_a_run_too_long_is_refused_naming_the_most_tokens_that_fit(zero_gpu):
+    long = race(k="auto", max_new_tokens=1024)
+    assert long.seconds > gpu.max_seconds()  # it would have been clamped and aborted
+    with pytest.raises(ValueError, match=r"at most (\d+) new tokens fit") as refused:
+        gpu.check(long)
+    fits = int(refused.value.args[0].split("at most ")[1].split()[0])
+    assert race(k="auto", max_new_tokens=fits).seconds <= gpu.max_seconds()
+    assert race(k="auto", max_new_tokens=fits + 1).seconds > gpu.max_seconds()
+    assert "K = auto with draft model" in str(refused.value)
+
+
+def test_on_zero_gpu_too_many_draws_are_refused_naming_the_most_that_fit(zero_gpu, monkeypatch):
+    monkeypatch.setattr(gpu, "DRAW_SECONDS", 1e-3)  # draws dear enough for N to matter
+    config = parse_run(PROMPT, temperature=1.0)
+    request = requests.Exactness(config, tuple(range(20)), LIMITS["n"][1], None)
+    with pytest.raises(ValueError, match=r"At most ([\d,]+) draws fit") as refused:
+        gpu.check(request)
+    n = int(refused.value.args[0].split("At most ")[1].split()[0].replace(",", ""))
+    assert requests.Exactness(config, request.ids, n, None).seconds <= gpu.max_seconds()
+    assert requests.Exactness(config, request.ids, n + 1, None).seconds > gpu.max_seconds()
+
+
+def test_a_handler_refuses_before_any_gpu_time_is_asked(pair, zero_gpu, monkeypatch):
+    asked = []
+    monkeypatch.setattr(work, "tasks", lambda pair: asked.append(pair))
+    with pytest.raises(gr.Error, match="new tokens fit"):
+        next(handlers.generate(pair, PROMPT, auto_k=True, max_new_tokens=1024))
+    with pytest.raises(gr.Error, match="Sweep cell K = 16, T = 0: .*new tokens fit"):
+        handlers.sweep(pair, PROMPT, ks=[1, 16], temperatures=[0.0, 1.0], max_new_tokens=512)
+    assert not asked
+
+
+def test_the_exactness_check_refuses_first_tokens_beyond_its_budget(pair):
+    from specdemo.app.joint import measure_pairs
+    from specdemo.engine import make_generator
+
+    config = parse_run(PROMPT, temperature=2.0)
+    ids = pair.tokenizer(PROMPT)["input_ids"]
+    with pytest.raises(ValueError, match="different first tokens, more than the 8"):
+        measure_pairs(
+            pair, ids, config.sampling, 2_000, make_generator(0, "cpu"), max_first_tokens=8
+        )
+
+
+def test_on_zero_gpu_the_page_says_what_the_default_sweep_costs(pair, zero_gpu):
+    sweep = requests.parse_sweep(pair, PROMPT)
+    calls, seconds = gpu.sweep_calls(sweep.cells())
+    assert calls == 8 and seconds == sum(cell.seconds for cell in sweep.cells())
+    note = sweep.note()
+    assert f"{calls} GPU calls asking for about {seconds} s" in note and "Sign in" in note
+    charged = -(-seconds * 3 // 2)
+    assert f"charged {charged} s" in note
+    assert ("does not fit" in note) == (charged > gpu.QUOTA_SECONDS)
+
+
+def test_off_zero_gpu_the_sweep_says_nothing_of_quotas(pair, monkeypatch):
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    assert requests.parse_sweep(pair, PROMPT).note() == ""
+
+
+# ---------------------------------------------------------------- spaces.GPU
+
+
+class FakeSpaces:
+    """spaces.GPU as ZeroGPU runs it: the duration callable is asked first, then the task."""
+
+    def __init__(self):
+        self.asked = []
+
+    def GPU(self, duration):  # noqa: N802 (the spaces API)
+        def decorate(fn):
+            def run(*args, **kwargs):
+                self.asked.append(duration(*args, **kwargs))
+                return fn(*args, **kwargs)
+
+            return run
+
+        return decorate
+
+
+def test_off_zero_gpu_a_gpu_function_is_left_as_it_is(monkeypatch):
+    monkeypatch.setattr(gpu, "spaces", FakeSpaces())
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    assert gpu.on_gpu(len) is len
+
+
+def test_on_zero_gpu_each_call_asks_for_its_requests_own_seconds(zero_gpu, monkeypatch):
+    fake = FakeSpaces()
+    monkeypatch.setattr(gpu, "spaces", fake)
+    wrapped = gpu.on_gpu(lambda request, state=None: "ran")
+    short, long = race(max_new_tokens=16), race(max_new_tokens=256)
+    assert wrapped(short) == "ran" and wrapped(long, None) == "ran"
+    assert fake.asked == [short.seconds, long.seconds]
+
+
+def test_every_request_pickles_as_zero_gpu_sends_it(pair):
+    import pickle
+
+    for request in (
+        requests.parse_race(pair, PROMPT),
+        requests.parse_sweep(pair, PROMPT),
+        requests.parse_exactness(pair, PROMPT),
+        requests.parse_step(pair, PROMPT),
+    ):
+        assert pickle.loads(pickle.dumps(request)) == request
+
+
+# ---------------------------------------------------------------- a fresh fork per call
+
+
+def test_the_fork_emulation_keeps_nothing_a_call_writes(forked):
+    def write(request):
+        os.environ["SPECDEMO_WRITTEN"] = "yes"
+        return os.getpid()
+
+    pid = gpu.on_gpu(write)(race())
+    assert pid != os.getpid() and "SPECDEMO_WRITTEN" not in os.environ
+
+
+def test_a_race_replays_when_every_call_runs_in_a_fresh_fork(pair, forked):
+    settings = {"max_new_tokens": 8, "auto_k": False, "k": 2, "temperature": 1.0, "seed": 3}
+    first = list(handlers.generate(pair, PROMPT, **settings))
+    again = list(handlers.generate(pair, PROMPT, **settings))
+    assert len(again) == 1  # answered at once, from the record kept in the main process
+    names = handlers.GENERATE_OUTPUTS
+    result = dict(zip(names, first[-1], strict=True))
+    replayed = dict(zip(names, again[0], strict=True))
+    assert replayed["spec_pane"] == result["spec_pane"]
+    assert "Replayed from a run measured" in replayed["comparison"]
+    # Another K reuses the target-alone run: its GPU call runs the speculative run only.
+    other = list(handlers.generate(pair, PROMPT, **{**settings, "k": 3}))
+    assert (
+        "Target alone: the run measured" in dict(zip(names, other[-1], strict=True))["comparison"]
+    )
+    assert all(values[1] == [] for values in other[:-1]) and other[-1][1]
+
+
+def test_sweeps_in_fresh_forks_get_their_own_ids_and_finish(pair, forked):
+    session, ticks = None, []
+    for _ in range(2):
+        grid = {"ks": [1, 2], "temperatures": [1.0], "max_new_tokens": 4}
+        outputs = handlers.sweep(pair, PROMPT, **grid, session=session)
+        session = outputs[handlers.SWEEP_OUTPUTS.index("session")]
+        while not session.sweep.finished:
+            ticks.append(outputs[-1])
+            outputs = handlers.sweep_next(pair, session)
+        assert outputs[-2].startswith("**Sweep done:** 2 of 2")
+    assert len(set(ticks)) == len(ticks) == 2  # one tick per unfinished cell, never repeated
+    assert len(session.runs) == 4 and session.runs[-1]["replayed"]  # the second sweep replays
+
+
+def test_the_exactness_check_and_a_step_run_in_a_fresh_fork(pair, forked):
+    outputs = handlers.exactness(pair, PROMPT, n=500)
+    assert "draws each" in outputs[handlers.EXACTNESS_OUTPUTS.index("summary")]
+    state = handlers.step(pair, PROMPT)[-1]
+    assert handlers.step(pair, PROMPT, state=state)[-1].steps == 2
+
+
+def test_a_bad_request_in_a_fork_reaches_the_user_as_its_message(pair, forked):
+    from specdemo.app.stepping import STEP_LIMIT, StepState
+
+    full = StepState(PROMPT, "", tuple(range(STEP_LIMIT + 10)), 10)
+    with pytest.raises(gr.Error, match="Step-through stops after"):
+        handlers.step(pair, PROMPT, state=full)
+
+
+def test_stop_ends_a_forked_race_within_a_round(pair, forked):
+    """Closing the stream (Stop) stops the GPU call at its next round."""
+    config = RunConfig(PROMPT, k=2, temperature=1.0, max_new_tokens=1024)
+    request = requests.Race(config, tuple(pair.tokenizer(PROMPT)["input_ids"]))
+    runs = work.tasks(pair).race(request)
+    kind, run, _ = next(runs)
+    started = time.perf_counter()
+    runs.close()
+    assert time.perf_counter() - started < 5
+    assert kind == "spec" and len(run.tokens) < config.max_new_tokens
