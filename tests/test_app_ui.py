@@ -3,7 +3,6 @@
 import functools
 
 import pytest
-import torch
 
 from specdemo.app import handlers, ui
 
@@ -52,24 +51,3 @@ def test_each_endpoint_is_its_handler_with_the_pair_bound(app):
     ]
     rule = api["/exactness"]["parameters"][-1]
     assert rule["label"] == "Acceptance rule" and rule["parameter_default"] == "exact"
-
-
-def test_gpu_work_runs_under_spaces_gpu_only_on_a_gpu_space(monkeypatch):
-    wrapped = []
-
-    def gpu(duration):
-        return lambda fn: wrapped.append((fn, duration)) or fn
-
-    def handler():
-        pass
-
-    monkeypatch.setattr(ui, "spaces", None)
-    assert ui.on_gpu(handler) is handler and not wrapped
-    monkeypatch.setattr(ui, "spaces", type("Spaces", (), {"GPU": staticmethod(gpu)}))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    ui.on_gpu(handler)
-    assert not wrapped  # a CPU Space: runs locally, unchanged
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    ui.on_gpu(handler, duration=300)
-    assert wrapped == [(handler, 300)]

@@ -90,12 +90,11 @@ def test_with_the_spaces_package_the_app_serves_on_a_cpu():
     as it is off ZeroGPU. In a subprocess, so importing `spaces` touches no other test."""
     pytest.importorskip("spaces")
     code = """
-import functools, spaces, torch
-from specdemo.app import handlers, ui
+import functools, spaces
+from specdemo.app import gpu, handlers, ui
 from specdemo.models import load_pair
 pair = load_pair()  # on the CPU
-torch.cuda.is_available = lambda: True  # what ui.on_gpu sees on a GPU Space; not ZeroGPU
-assert ui.spaces is spaces
+assert gpu.spaces is spaces
 app = ui.build(pair)
 fn = next(f.fn for f in app.fns.values() if f.api_name == "step")
 assert isinstance(fn, functools.partial) and fn.func is handlers.step

@@ -175,13 +175,15 @@ def sweep_note(calls: int, seconds: int) -> str:
     """What a sweep costs a ZeroGPU visitor, said before it starts ("" off ZeroGPU)."""
     if not limited():
         return ""
-    charged = math.ceil(seconds * duration_factor())
-    fits = "fits" if charged <= QUOTA_SECONDS else "does not fit"
+    factor = duration_factor()
+    charged = math.ceil(seconds * factor)
+    fits = "within" if charged <= QUOTA_SECONDS else "more than"
     return (
         f"On this ZeroGPU Space the default sweep is {calls} GPU calls asking for about "
-        f"{seconds} s in all, charged {charged} s: it {fits} the {QUOTA_SECONDS // 60} GPU "
-        f"minutes a day of a visitor who is not signed in. Sign in to Hugging Face for "
-        f"{SIGNED_IN_QUOTA_SECONDS // 60} minutes a day; cells already measured replay free."
+        f"{seconds} s in all, {charged} s at this GPU's rate of {factor:g}: {fits} the "
+        f"{QUOTA_SECONDS // 60} GPU minutes a day of a visitor who is not signed in. Sign in to "
+        f"Hugging Face for {SIGNED_IN_QUOTA_SECONDS // 60} minutes a day (a free account); cells "
+        "already measured replay without the GPU."
     )
 
 
