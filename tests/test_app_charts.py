@@ -151,3 +151,23 @@ def test_the_rounds_chart_marks_the_k_asked_and_labels_each_plain_step():
     [note] = fig.layout.annotations
     assert note.text == "K = 0 — drafting would not pay here" and note.x == 2
     assert not charts.rounds_chart([1], [2], asked=[2]).layout.annotations
+
+
+def test_a_profile_that_timed_a_verify_below_a_step_draws_no_curve_claim():
+    disturbed = {**RUN, "cost_t_verify": [0.010 * 0.6] * 8}  # 0.6 steps: a load change
+    note = costs.cost_note([disturbed])
+    assert "profile is disturbed" in note and "0.60 plain steps" in note
+    assert "peaks at" not in note
+
+
+def test_a_verify_within_noise_of_a_step_says_the_curves_are_level():
+    level = {**RUN, "cost_t_draft": 0.0, "cost_t_verify": [0.010 * 0.95] * 8}
+    assert "level with it, within timing noise" in costs.cost_note([level])
+    assert "level with it" not in costs.cost_note([RUN])
+
+
+def test_a_run_slower_than_its_profile_says_by_how_much():
+    busy = {**RUN, "t_step": 0.016, "t_draft": 0.0041}
+    note = costs.cost_note([busy])
+    assert "this run's target steps 1.6× and draft steps 1.0× the profiled time" in note
+    assert "load changed" not in costs.cost_note([{**RUN, "t_step": 0.011, "t_draft": 0.004}])

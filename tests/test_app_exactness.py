@@ -1,5 +1,7 @@
 """The live exactness check on the tiny pair: its bars are the target's p, its χ² has power."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -89,3 +91,41 @@ def test_each_mistaken_rule_fails_both_checks(pair, name):
     assert ex.p_value_direct > 1e-3  # the reference draws are unaffected by the rule
     text = exactness.markdown(ex, pairs)
     assert RULES[name].label in text and "do not follow p" in text
+
+
+def test_the_greedy_note_blames_rounding_only_for_a_near_tie():
+    tie = exactness.GreedyCheck(False, 10, 3, "a", "b", exactness.NEAR_TIE / 10)
+    note = exactness.greedy_markdown(tie, 4, "fp16")
+    assert "close enough to a tie" in note and "not explained by rounding" not in note
+    wide = exactness.GreedyCheck(False, 10, 3, "a", "b", 3.5)
+    note = exactness.greedy_markdown(wide, 4, "fp16")
+    assert "part at new token 4" in note and "**3.5000**" in note
+    assert "not explained by rounding" in note and "worth reporting" in note
+    assert "close enough to a tie" not in note
+
+
+def test_greedy_check_measures_the_targets_top_two_gap_where_the_runs_part(pair, monkeypatch):
+    """A speculative run made to differ at new token 6: the check reports the target's top-two
+    logit gap after the common prefix, as computed here straight from the model."""
+    seen = {}
+    real_speculative, real_target = exactness.run_speculative, exactness.run_target
+
+    def speculative(pair, config, ids):
+        seen["ids"] = list(ids)
+        tokens = list(exactness.last(real_speculative(pair, config, ids)).tokens)
+        tokens[5] = (tokens[5] + 1) % len(pair.tokenizer)
+        yield SimpleNamespace(tokens=tokens)
+
+    def target(pair, config, ids):
+        seen["target"] = list(exactness.last(real_target(pair, config, ids)).tokens)
+        yield SimpleNamespace(tokens=seen["target"])
+
+    monkeypatch.setattr(exactness, "run_speculative", speculative)
+    monkeypatch.setattr(exactness, "run_target", target)
+    check = exactness.greedy_check(pair, parse_run(PROMPT, k=4))
+    assert not check.identical and check.first_difference == 5
+    with torch.no_grad():
+        ids = torch.tensor([seen["ids"] + seen["target"][:5]])
+        logits = pair.target(input_ids=ids).logits[0, -1].double()
+    top = torch.topk(logits, 2).values
+    assert check.margin == pytest.approx(float(top[0] - top[1]), abs=1e-4)

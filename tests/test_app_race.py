@@ -139,9 +139,11 @@ def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
     row = race.record(config, spec, target)
     json.loads(json.dumps(row))  # the session exports it as it stands
     s, profile = spec.stats, spec.profile
-    assert row["cost_t_step"] == target.t_step and row["cost_t_draft"] == s.t_draft
+    # The cost model's costs are the profile's, timed in turns; the run's own beside them.
+    assert (row["cost_t_step"], row["cost_t_draft"]) == (profile.t_step, profile.t_draft)
+    assert (row["t_step"], row["t_draft"]) == (target.t_step, s.t_draft)
     assert row["cost_t_verify"] == [profile.t_verify[k] for k in PROFILE_KS]
-    assert costs.run_costs(row).verify_cost(3) == pytest.approx(profile.t_verify[3] / target.t_step)
+    assert costs.run_costs(row).verify_cost(3) == pytest.approx(profile.verify_cost(3))
     split = costs.time_split(row)
     assert split["verify passes"] == s.verify_time and split["prefill"] == s.prefill_time
     assert sum(split.values()) == pytest.approx(spec.seconds)
@@ -154,9 +156,34 @@ def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
     profile = StepCosts(t_step=0.02, t_draft=0.01, t_verify={1: 0.025, 2: 0.03})
     spec = race.SpecRun(tokens=[1, 2], profile=profile)
     short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
-    row = race.record(parse_run(PROMPT, drafter="lookup"), spec, short)
+    row = race.record(parse_run(PROMPT), spec, short)
     assert row["c"] is None and row["cost_t_step"] == 0.02 and row["cost_t_verify"] == [0.025, 0.03]
-    assert row["cost_t_draft"] == 0.01  # this run drafted nothing itself
+    assert row["cost_t_draft"] == 0.01  # a run that judged no draft is charged the model's
+    looked_up = race.SpecRun(tokens=[1, 2], drafted=[2], accepted=[1], profile=profile)
+    row = race.record(parse_run(PROMPT, drafter="lookup"), looked_up, short)
+    assert row["cost_t_draft"] == 0.0  # drafts copied from the context cost no model step
+
+
+def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkeypatch):
+    """The target alone timed by a clock running at twice the speed (as when a browser on the
+    same cores slows it): the note's verify cost and curves stay the profile's, and it says by
+    how much the run was slower, instead of a verify cheaper than a step."""
+    config = parse_run(PROMPT, k=3, temperature=1.0, max_new_tokens=16)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    real = race.time.perf_counter
+    monkeypatch.setattr(race.time, "perf_counter", lambda: 2.0 * real())
+    target = race.last(race.run_target(pair, config, ids))
+    monkeypatch.undo()
+    row = race.record(config, spec, target)
+    note = costs.cost_note([row])
+    curve = costs.group_curves(costs.group_key(row), [row])
+    assert row["t_step"] > 1.5 * row["cost_t_step"]  # the slowed clock reached the record
+    assert f"costs {spec.profile.verify_cost(3):.2f} target steps" in note
+    slower = row["t_step"] / row["cost_t_step"]
+    assert f"load changed since the profile: this run's target steps {slower:.1f}×" in note
+    if curve.costs.verify_cost(3) >= 1:
+        assert curve.predicted[curve.best_k] <= curve.textbook[curve.textbook_best_k]
 
 
 def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specdemo import drafters
-from specdemo.app import charts, microscope, stepping
+from specdemo.app import charts, microscope, numbers, stepping
 from specdemo.app.config import parse_run
 from specdemo.records import Round
 from specdemo.text import token_labels
@@ -122,7 +122,8 @@ def test_the_microscope_shows_p_and_q_at_the_rejected_guess(pair):
     assert m.residual[shown.index(m.drafted)] == 0.0  # the guess had p < q: nothing left of it
 
     note = microscope.markdown(m, r, pair.tokenizer)
-    assert note.startswith(f"**Σ min(p, q) = {m.kept:.2f}: the chance a draft token is kept")
+    kept = numbers.prob(m.kept)
+    assert note.startswith(f"**Σ min(p, q) = {kept}: the chance a draft token is kept")
     fig = microscope.chart(m)
     names = [trace.name or "" for trace in fig.data]
     assert any(name.startswith("min(p, q)") for name in names)
@@ -160,3 +161,36 @@ def test_after_a_full_accept_the_microscope_shows_p_at_the_bonus_position(pair):
     for token, prob in r.residual_top:  # the engine's bonus came from this p
         assert m.p[m.tokens.index(token)] == pytest.approx(prob, abs=1e-5)
     assert "bonus token" in microscope.markdown(m, r, pair.tokenizer)
+
+
+@pytest.mark.parametrize(
+    "x, shown",
+    [
+        (0.9123, "0.912"),
+        (0.04213, "0.0421"),
+        (0.00021, "2.1e-4"),
+        (0.0002134, "2.13e-4"),
+        (0.5, "0.5"),
+        (0.0, "0"),
+        (1.0, "1"),
+        (0.99996, "0.99996"),  # just below 1 is not written as 1
+    ],
+)
+def test_probabilities_are_written_in_three_significant_digits(x, shown):
+    assert numbers.prob(x) == shown
+
+
+def test_a_rejection_with_tiny_probabilities_shows_their_size(pair):
+    """A guess with p and q far below 0.001 is written with its digits, not as 0.000."""
+    config = parse_run(PROMPT, k=2, temperature=1.0)
+    r = Round(draft=[5, 6], n_accepted=0, next_token=7, p_x=[2.1e-5, 0.3], q_x=[4.2e-4, 0.3],
+              accept_prob=[0.05, 1.0], u=[0.5, 0.0], residual_top=[(7, 0.6)], tokens=[7],
+              draft_steps=2, draft_time=0.0, verify_time=0.01, finished=False, k_asked=2,
+              source="model")  # fmt: skip
+    _, _, accept = stepping.step_markdown(r, pair.tokenizer, config)
+    assert "p = 2.1e-5 and q = 4.2e-4" in accept and "0.000" not in accept
+    assert stepping.step_rows(r, pair.tokenizer)[0][2:6] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
+    m = stepping.Microscope("rejected", 0, 5, 7, kept=3e-4, left=0.9997, p_x=2.1e-5, q_x=4.2e-4)
+    note = microscope.markdown(m, r, pair.tokenizer)
+    assert "q = 4.2e-4 but p = 2.1e-5" in note and "Σ min(p, q) = 3e-4" in note
+    assert "0.000" not in note

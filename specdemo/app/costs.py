@@ -90,9 +90,15 @@ def group_curves(key: tuple, group: list[dict]) -> Curves | None:
     )
 
 
+BUSY = 1.25  # a run's steps this many times slower (or faster) than profiled: a busier machine
+NOISE = 0.9  # a verify timed below this many plain steps is noise, not a cost
+
+
 def cost_note(runs: list[dict]) -> str:
     """One sentence, from the measured numbers, on why the latest run's group's two curves
-    differ; then how much of the measured runs' time the formulas leave out."""
+    differ; then how much of the measured runs' time the formulas leave out. Every ratio in the
+    sentence comes from the profile, whose timings were taken in turns under one load; a run
+    timed on a busier machine says so (``load_note``) instead of mixing the two."""
     if not runs:
         return NOTE_PLACEHOLDER
     key = group_key(runs[-1])
@@ -101,17 +107,47 @@ def cost_note(runs: list[dict]) -> str:
     if curve is None:
         return "*The cost model needs this machine's step profile; this run has none.*"
     k = runs[-1]["k"] if runs[-1]["k"] in curve.costs.t_verify else curve.best_k
+    verify = curve.costs.verify_cost(k)
+    if verify < NOISE:
+        return (
+            f"*The step profile is disturbed: it timed a verify of {k + 1} tokens at "
+            f"{verify:.2f} plain steps, which no pass can cost, so the machine's load changed "
+            "while it was timed. Restart the app on a quieter machine to re-profile.*"
+        ) + load_note(runs[-1])
     c = curve.costs.c
     draft = f"a draft step {c:.2f} of one" if c else "a prompt-lookup draft costs no model step"
     best, textbook = curve.best_k, curve.textbook_best_k
+    peak, textbook_peak = curve.predicted[best], curve.textbook[textbook]
+    level = " (level with it, within timing noise)" if peak >= textbook_peak else ""
     note = (
         f"**Why the two curves differ** ({curve.name}, α per draft = {curve.alpha:.2f}): "
-        f"verifying {k + 1} tokens (K = {k}) costs {curve.costs.verify_cost(k):.2f} target "
-        f"steps on this machine, and {draft}, so the curve predicted from measured costs peaks "
-        f"at {curve.predicted[best]:.2f}× (K = {best}), while the textbook's, which charges a "
-        f"verify as one step, peaks at {curve.textbook[textbook]:.2f}× (K = {textbook})."
+        f"verifying {k + 1} tokens (K = {k}) costs {verify:.2f} target steps on this machine, "
+        f"and {draft}, so the curve predicted from measured costs peaks at {peak:.2f}× "
+        f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
+        f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
-    return note + overhead_sentence(group)
+    return note + overhead_sentence(group) + load_note(runs[-1])
+
+
+def load_note(run: dict) -> str:
+    """When the run's own plain step (from the target alone) or draft step ran more than BUSY
+    times the profile's, the machine was busier (or quieter) than when profiled: say by how
+    much, since its measured speedup carries that load; "" otherwise."""
+    slower = {}
+    for name, own, profiled in (
+        ("target step", run.get("t_step"), run.get("cost_t_step")),
+        ("draft step", run.get("t_draft"), run.get("cost_t_draft")),
+    ):
+        if own and profiled:
+            slower[name] = own / profiled
+    if not slower or all(1 / BUSY <= r <= BUSY for r in slower.values()):
+        return ""
+    parts = " and ".join(f"{name}s {r:.1f}×" for name, r in slower.items())
+    return (
+        f" *The machine's load changed since the profile: this run's {parts} the profiled "
+        "time, so its measured speedup carries that load; the curves use the profile, timed "
+        "under one load.*"
+    )
 
 
 def overhead_sentence(group: list[dict]) -> str:

@@ -28,6 +28,9 @@ from specdemo.sampling import (
 from specdemo.text import token_labels, token_text
 
 GREEDY_CHECK_TOKENS = 64
+# A top-two logit margin below this is a near-tie: batched and one-token arithmetic can round it
+# either way, so a greedy divergence there is rounding, not a bug.
+NEAR_TIE = 0.25
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ class GreedyCheck:
 
 
 def greedy_check(pair, config: RunConfig) -> GreedyCheck:
+    """Greedy speculative decoding and the greedy target alone on the same prompt; where they
+    part, the target's top-two logit margin there, from one target pass on the common prefix."""
     greedy = replace(
         config,
         temperature=0.0,
@@ -197,17 +202,29 @@ def greedy_check(pair, config: RunConfig) -> GreedyCheck:
 
 
 def greedy_markdown(check: GreedyCheck, k: int, precision: str) -> str:
+    """The verdict; a divergence is blamed on rounding only when the measured margin is a
+    near-tie (below NEAR_TIE logits)."""
     if check.identical:
         return (
             f"**Greedy check: identical.** With temperature 0, speculative decoding (K = {k}) "
             f"and the target alone produced the same {check.n_tokens} token ids."
         )
-    return (
+    parted = (
         f"**Greedy check: they part at new token {check.first_difference + 1}** — speculative "
-        f"chose `{check.speculative_token}`, the target alone `{check.target_token}`. This is "
-        f"arithmetic, not the acceptance rule: the verify pass computes K + 1 = {k + 1} positions "
-        f"in one batched forward pass, and {precision} kernels can round differently from "
-        "one-token steps. There the target's top two logits differ by only "
-        f"{check.margin:.4f}, close enough to a tie for rounding to flip the argmax. "
-        "After the first difference the contexts differ, so the rest follows."
+        f"chose `{check.speculative_token}`, the target alone `{check.target_token}`."
+    )
+    if check.margin < NEAR_TIE:
+        return (
+            f"{parted} This is arithmetic, not the acceptance rule: the verify pass computes "
+            f"K + 1 = {k + 1} positions in one batched forward pass, and {precision} kernels can "
+            "round differently from one-token steps. There the target's top two logits differ "
+            f"by only {check.margin:.4f} (below {NEAR_TIE}), close enough to a tie for rounding "
+            "to flip the argmax. After the first difference the contexts differ, so the rest "
+            "follows."
+        )
+    return (
+        f"{parted} There the target's top two logits differ by **{check.margin:.4f}**, far from "
+        f"a tie (rounding in batched {precision} arithmetic flips only gaps below {NEAR_TIE}), "
+        "so this divergence is **not explained by rounding**. It is worth reporting: either a "
+        "real bug in the speculative path or a non-deterministic kernel."
     )

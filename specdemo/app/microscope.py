@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdemo.app.charts import layout, placeholder
+from specdemo.app.numbers import prob
 from specdemo.app.stepping import Microscope
 from specdemo.records import Round
 from specdemo.render import COLORS
@@ -59,8 +60,8 @@ def chart(m: Microscope) -> go.Figure:
     )
     excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
     for name, values, base, color in (
-        (f"min(p, q): kept-chance, Σ = {m.kept:.2f}", m.overlap, None, COLORS["accepted"]),
-        (f"max(0, p − q): residual, Σ = {m.left:.2f}", excess, m.overlap, COLORS["resampled"]),
+        (f"min(p, q): kept-chance, Σ = {prob(m.kept)}", m.overlap, None, COLORS["accepted"]),
+        (f"max(0, p − q): residual, Σ = {prob(m.left)}", excess, m.overlap, COLORS["resampled"]),
     ):
         fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color), 1, 1)
     fig.add_trace(
@@ -133,12 +134,12 @@ def markdown(m: Microscope, r: Round, tokenizer) -> str:
         )
     copied = " (a copied guess: all of q on it)" if m.source == "lookup" else ""
     return (
-        f"**Σ min(p, q) = {m.kept:.2f}: the chance a draft token is kept here**, averaged over "
+        f"**Σ min(p, q) = {prob(m.kept)}: the chance a draft token is kept here**, averaged over "
         "what the draft might propose — the green overlap of p and q, one minus their "
-        f"total-variation distance. The guess {tok(m.drafted)} had q = {m.q_x:.3f}{copied} but p = "
-        f"{m.p_x:.3f}: its outline stands above its bar, so it was kept only with chance "
-        f"p/q = {r.accept_prob[i]:.3f}, and u = {r.u[i]:.3f} said no. The orange part, "
-        f"max(0, p − q) (Σ = {m.left:.2f}), is what p has above q: what the draft under-"
+        f"total-variation distance. The guess {tok(m.drafted)} had q = {prob(m.q_x)}{copied} "
+        f"but p = {prob(m.p_x)}: its outline stands above its bar, so it was kept only with chance "
+        f"p/q = {prob(r.accept_prob[i])}, and u = {prob(r.u[i])} said no. The orange part, "
+        f"max(0, p − q) (Σ = {prob(m.left)}), is what p has above q: what the draft under-"
         f"proposed. Renormalised (right), it is where {drawn} was drawn from, so that kept "
         "guesses and replacements together follow p exactly."
     )

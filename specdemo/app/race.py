@@ -181,7 +181,7 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
     """One row of the session's results: plain numbers and lists (CSV and JSON export them).
     The speculative run's c = t_draft / t_step takes its t_step from the target-alone run
     (``TargetRun.t_step``); it is None when that is unknown. The cost model's numbers
-    (``costs.run_costs``) prefer the run's own plain step and draft step to the profile's."""
+    (``costs.run_costs``) are the profile's, timed together (``explaining``)."""
     s = replace(spec.stats, t_step=target.t_step)  # the run itself stays as measured
     greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
     costs = s.costs()
@@ -225,19 +225,22 @@ def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
 def explaining(spec: SpecRun, target: TargetRun) -> dict:
     """The record's numbers behind the charts that explain a speedup (``costs``): the i.i.d.
     formula's tokens per pass at the run's α per draft and each round's k; the cost model's
-    seconds of a plain step and a draft step (the run's own where measured, else the profile's)
-    and of the profile's verify pass over k = 1, 2, ... drafts; where the time went; and per
-    draft position, how many rounds judged it and kept it."""
+    seconds of a plain step, a draft step and the verify pass over k = 1, 2, ... drafts, all the
+    profile's, which times them in turns so that every ratio between them holds under one load
+    (the run's own step and draft step, ``t_step`` and ``t_draft``, are timed in two phases a
+    busy machine can slow apart, and are compared with the profile's by ``costs.load_note``);
+    where the time went; and per draft position, how many rounds judged it and kept it."""
     s, profile = spec.stats, spec.profile
     expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
     t_verify = [profile.t_verify[k] for k in sorted(profile.t_verify)] if profile else None
+    drafts_free = s.draft_passes == 0 and any(spec.drafted)  # prompt lookup only
     acceptance = Acceptance()
     for k, n in zip(spec.drafted, spec.accepted, strict=True):
         acceptance.add(k, n)
     return {
         "expected_tokens_per_pass": statistics.fmean(expected) if expected else None,
-        "cost_t_step": target.t_step or (profile.t_step if profile else None),
-        "cost_t_draft": s.t_draft if s.draft_passes else (profile.t_draft if profile else 0.0),
+        "cost_t_step": profile.t_step if profile else None,
+        "cost_t_draft": 0.0 if drafts_free or not profile else profile.t_draft,
         "cost_t_verify": t_verify,
         "prefill_seconds": s.prefill_time,
         "draft_seconds": s.draft_time,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from specdemo.app.config import RunConfig, encode
+from specdemo.app.numbers import prob
 from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.lm import eos_ids
@@ -161,10 +162,10 @@ def step_rows(r: Round, tokenizer) -> list[list]:
             [
                 i + 1,
                 token_text(tokenizer, token),
-                round(r.q_x[i], 4),
-                round(r.p_x[i], 4),
-                round(r.accept_prob[i], 4),
-                round(r.u[i], 4) if checked else "",
+                prob(r.q_x[i]),
+                prob(r.p_x[i]),
+                prob(r.accept_prob[i]),
+                prob(r.u[i]) if checked else "",
                 verdict,
             ]
         )
@@ -239,8 +240,8 @@ def step_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str
         )
     else:
         outcome = (
-            f"Guess {i + 1}, {tok(r.draft[i])}, had p = {r.p_x[i]:.3f} and q = {r.q_x[i]:.3f}; "
-            f"u = {r.u[i]:.3f} was not below {r.accept_prob[i]:.3f}, so it was **rejected** "
+            f"Guess {i + 1}, {tok(r.draft[i])}, had p = {prob(r.p_x[i])} and q = {prob(r.q_x[i])}; "
+            f"u = {prob(r.u[i])} was not below {prob(r.accept_prob[i])}, so it was **rejected** "
             f"with everything after it. The target drew {tok(r.next_token)} from the residual "
             "max(0, p − q), renormalised — the probability the draft under-proposed. That "
             f"correction makes every token follow p exactly. This round: {i} kept + 1 = "
