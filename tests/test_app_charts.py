@@ -171,3 +171,16 @@ def test_a_run_slower_than_its_profile_says_by_how_much():
     note = costs.cost_note([busy])
     assert "this run's target steps 1.6× and draft steps 1.0× the profiled time" in note
     assert "load changed" not in costs.cost_note([{**RUN, "t_step": 0.011, "t_draft": 0.004}])
+
+
+def test_the_residual_panel_shows_a_small_bins_shift_that_the_bars_hide():
+    """A head token at 0.9 flattens the bars; a 1% shift of mass into a 2% bin is a residual of
+    about 30 at 20,000 draws (drawn at the cap), while exact noise stays within the ±3 band."""
+    p = [0.9, 0.02, 0.03, 0.05]
+    exact = [0.9005, 0.0198, 0.0301, 0.0496]
+    shifted = [0.89, 0.03, 0.03, 0.05]
+    fig = charts.exactness_chart(["a", "b", "c", "other"], p, shifted, exact, 20_000)
+    spec, direct = (t for t in fig.data if "(O − E)/√E" in t.name)
+    assert max(abs(r) for r in direct.y) < charts.RESIDUAL_BAND
+    assert spec.y[1] == charts.RESIDUAL_CAP and spec.y[0] < 0  # pushed into b, pulled from a
+    assert charts.residuals([0.0, 1.0], [0.001, 0.999], 1000)[0] == charts.RESIDUAL_CAP

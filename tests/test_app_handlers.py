@@ -129,3 +129,15 @@ def test_step_keeps_its_context_until_reset(pair):
     assert second["microscope_note"].startswith("**Round 2:**")
     reset = by_name(handlers.STEP_OUTPUTS, handlers.reset_step())
     assert reset["state"] is None and reset["text"] == []
+
+
+def test_a_mistaken_rules_failure_shows_in_the_residuals_and_the_exact_rules_does_not(pair):
+    from specdemo.app.charts import RESIDUAL_BAND
+
+    def worst(rule: str) -> float:
+        plot = handlers.exactness(pair, PROMPT, 1.0, 1.0, 1, 20_000, 0, rule)[0]
+        [spec] = [t for t in plot.data if t.name == "speculative: (O − E)/√E"]
+        return max(abs(r) for r in spec.y)
+
+    assert worst("always-accept") > 2 * RESIDUAL_BAND
+    assert worst("exact") < 1.5 * RESIDUAL_BAND  # the shown bins of an exact sampler: noise

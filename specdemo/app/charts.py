@@ -105,6 +105,24 @@ def _add_asked(fig: go.Figure, rounds: list[int], asked: list[int]) -> None:
     fig.add_annotation(x=plain[0], y=0, text=K_ZERO, ay=-45, font={"size": 15}, arrowhead=2)
 
 
+RESIDUAL_BAND = 3.0  # |(O − E)/√E| an exact sampler's bin stays within, nearly always
+RESIDUAL_CAP = 10.0  # larger residuals (a draw where p is 0 among them) are drawn at the cap
+
+
+def residuals(p: list[float], frequency: list[float], n: int) -> list[float]:
+    """Each bin's standardised residual (O − E)/√E of n draws against p: about N(0, 1) for an
+    exact sampler, so a 1% shift in a small bin stands out as clearly as one in a large bin.
+    Capped at ±RESIDUAL_CAP; a draw in a bin p gives 0 counts at the cap."""
+    out = []
+    for expected, observed in zip((x * n for x in p), (f * n for f in frequency), strict=True):
+        if expected > 0:
+            r = (observed - expected) / expected**0.5
+        else:
+            r = RESIDUAL_CAP if observed > 0.5 else 0.0
+        out.append(max(-RESIDUAL_CAP, min(RESIDUAL_CAP, r)))
+    return out
+
+
 def exactness_chart(
     labels: list[str],
     p: list[float],
@@ -113,17 +131,30 @@ def exactness_chart(
     n: int,
     title: str = "The next token: three ways",
 ) -> go.Figure:
-    """Histograms: speculative draws and direct draws beside the exact p."""
-    fig = go.Figure()
+    """Histograms: speculative draws and direct draws beside the exact p; below them, each
+    bin's standardised residual, where an exact sampler shows noise within ±RESIDUAL_BAND and
+    a mistaken rule shows the bins it pushes and pulls."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38],
+                        vertical_spacing=0.06)  # fmt: skip
     for name, values, color in (
         ("exact p", p, "#374151"),
         (f"speculative ({n:,} draws)", spec, COLORS["accepted"]),
         (f"direct from p ({n:,} draws)", direct, COLORS["bonus"]),
     ):
-        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color))
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color), row=1, col=1)
+    for name, values, color in (("speculative", spec, COLORS["accepted"]),
+                                ("direct", direct, COLORS["bonus"])):  # fmt: skip
+        fig.add_trace(
+            go.Bar(x=labels, y=residuals(p, values, n), name=f"{name}: (O − E)/√E",
+                   marker_color=color, showlegend=False),
+            row=2, col=1,
+        )  # fmt: skip
+    for y in (-RESIDUAL_BAND, RESIDUAL_BAND):
+        fig.add_hline(y=y, line_dash="dot", line_color="#9ca3af", row=2, col=1)
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="probability / frequency", rangemode="tozero")
-    return layout(fig, title, height=420)
+    fig.update_yaxes(title_text="probability / frequency", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="(O − E)/√E", row=2, col=1)
+    return layout(fig, title, height=560)
 
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:

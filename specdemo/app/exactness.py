@@ -97,20 +97,46 @@ def measure(
     )
 
 
+MIN_EXPECTED = 5.0  # every χ² bin is expected at least this many times (Cochran's rule)
+
+
+def chi2_bins(p: torch.Tensor, n: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """χ² bins for n draws from p, fixed by p and n alone, never by the draws: the (vocab,) bin
+    of each outcome (-1 where p is 0) and the (bins,) expected count of each bin.
+
+    An outcome expected at least MIN_EXPECTED times has its own bin. The rest share one, which
+    takes in the smallest own bins, smallest first, until it too is expected MIN_EXPECTED times:
+    a bin expected e ≪ 1 times adds (1 − e)²/e ≈ 1/e to χ² with a single draw, so a thin tail
+    would raise the false-alarm rate at SUSPICIOUS by an order of magnitude
+    (tests/test_chi2.py)."""
+    expected = p.detach().double().cpu()
+    expected = expected / expected.sum() * n
+    live = (expected > 0).nonzero().view(-1)
+    live = live[torch.argsort(expected[live], stable=True)]  # ascending expected count
+    pooled = int((expected[live] < MIN_EXPECTED).sum())  # a prefix of `live`
+    if pooled:
+        enough = (torch.cumsum(expected[live], 0) >= MIN_EXPECTED).nonzero().view(-1)
+        pooled = max(pooled, int(enough[0]) + 1) if len(enough) else len(live)
+    own = len(live) - pooled
+    bins = torch.full(expected.shape, -1, dtype=torch.long)
+    bins[live[:pooled]] = own  # the shared bin last
+    bins[live[pooled:]] = torch.arange(own)
+    sizes = torch.zeros(own + (pooled > 0), dtype=torch.double)
+    return bins, sizes.index_add_(0, bins[live], expected[live])
+
+
 def chi2_pvalue(counts: torch.Tensor, p: torch.Tensor) -> float:
-    """χ² goodness of fit of counts to p; tokens expected fewer than 5 times share one bin."""
-    expected = p * counts.sum()
-    small = expected < 5
-    observed, expect = counts[~small].tolist(), expected[~small].tolist()
-    pooled_obs, pooled_exp = counts[small].sum().item(), expected[small].sum().item()
-    if pooled_exp == 0 and pooled_obs > 0:
-        return 0.0  # drew a token the target gives probability 0
-    if pooled_exp > 0:
-        observed.append(pooled_obs)
-        expect.append(pooled_exp)
-    if len(observed) < 2:
-        return 1.0  # a single possible outcome: nothing to test
-    return float(chisquare(observed, expect).pvalue)
+    """χ² goodness of fit of counts (per outcome) to the probabilities p, over ``chi2_bins``:
+    0 if an outcome p gives probability 0 was drawn, 1 if fewer than two bins (nothing to test)."""
+    counts = counts.detach().double().cpu()
+    bins, expected = chi2_bins(p, counts.sum().item())
+    if counts[bins < 0].sum() > 0:
+        return 0.0  # impossible under p
+    if len(expected) < 2:
+        return 1.0
+    live = bins >= 0
+    observed = torch.zeros_like(expected).index_add_(0, bins[live], counts[live])
+    return float(chisquare(observed.tolist(), expected.tolist()).pvalue)
 
 
 SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p

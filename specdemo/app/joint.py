@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdemo.app.exactness import chi2_pvalue
+from specdemo.app.exactness import MIN_EXPECTED, chi2_pvalue
 from specdemo.lm import forward
 from specdemo.sampling import (
     EXACT,
@@ -80,16 +80,19 @@ def measure_pairs(
         "direct": torch.multinomial(p1, n, replacement=True, generator=generator),
     }
     second = {name: torch.empty_like(draws) for name, draws in first.items()}
-    likely = torch.topk(p1, min(EXACT_FIRSTS, p1.shape[-1])).indices
-    firsts = torch.unique(torch.cat([*first.values(), likely])).tolist()
+    p1 = pad_vocab(p1, vocab).double()
+    p1 = p1 / p1.sum()
+    # A pair expected MIN_EXPECTED times has a first token expected at least as often: each such
+    # first token gets its second-token pass, drawn or not, so the χ² bins depend on p and n alone.
+    often = (p1 * n >= MIN_EXPECTED).nonzero().view(-1)
+    likely = torch.topk(p1, min(EXACT_FIRSTS, vocab)).indices
+    firsts = torch.unique(torch.cat([*first.values(), likely, often])).tolist()
     if max_first_tokens is not None and len(firsts) > max_first_tokens:
         raise ValueError(
             f"The draws began with {len(firsts):,} different first tokens, more than the "
             f"{max_first_tokens:,} this Space's GPU budget pays a second-token pass for: lower "
             "the temperature or top-p, or N."
         )
-    p1 = pad_vocab(p1, vocab).double()
-    p1 = p1 / p1.sum()
     tested, candidates = [], []  # (codes a * vocab + b, exact probabilities) per first token
     for start in range(0, len(firsts), BATCH):
         batch = firsts[start : start + BATCH]
@@ -106,7 +109,7 @@ def measure_pairs(
                 else:
                     second[name][mask] = torch.multinomial(p2[j], count, True, generator=generator)
             joint = p1[a] * p2[j].double() / p2[j].double().sum()  # p(a) p(b | a)
-            kept = (joint * n >= 5).nonzero().view(-1)  # pairs with their own χ² bin
+            kept = (joint * n >= MIN_EXPECTED).nonzero().view(-1)  # pairs with their own bin
             tested.append((a * vocab + kept, joint[kept]))
             top = torch.topk(joint, 12).indices
             candidates.append((a * vocab + top, joint[top]))
@@ -139,9 +142,11 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
         counts = torch.bincount(index[hit], minlength=len(tested_codes)).double()
         other = float(n) - counts.sum().item()  # draws outside every tested pair
         rest = max(0.0, 1.0 - tested_p.sum().item())
+        # Outcomes: each pair expected MIN_EXPECTED times or more, and every other pair as one;
+        # chi2_pvalue merges that one into the smallest pairs' bins while it is expected less.
         observed = torch.cat([counts, counts.new_tensor([other])])
-        expected = torch.cat([tested_p, tested_p.new_tensor([rest])])
-        result[name] = (shown, chi2_pvalue(observed, expected), tv(shown, exact))
+        probability = torch.cat([tested_p, tested_p.new_tensor([rest])])
+        result[name] = (shown, chi2_pvalue(observed, probability), tv(shown, exact))
     labels = [
         f"{token_text(tokenizer, c // vocab)}·{token_text(tokenizer, c % vocab)}"
         for c in shown_codes.tolist()
