@@ -65,9 +65,9 @@ def pvalues(counts: torch.Tensor, bins: torch.Tensor, expected: torch.Tensor) ->
     return chi2.sf(statistic.numpy(), len(expected) - 1)
 
 
-def simulate(p: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
-    """(CHECKS, vocab) token counts of CHECKS exact checks of N draws each."""
-    return torch.from_numpy(rng.multinomial(N, p.numpy(), size=CHECKS)).double()
+def simulate(p: torch.Tensor, rng: np.random.Generator, checks: int = CHECKS) -> torch.Tensor:
+    """(checks, vocab) token counts of exact checks of N draws each."""
+    return torch.from_numpy(rng.multinomial(N, p.numpy(), size=checks)).double()
 
 
 def test_false_alarms_stay_near_the_nominal_rate():
@@ -86,7 +86,7 @@ def test_false_alarms_stay_near_the_nominal_rate():
 
 def test_the_simulation_computes_what_chi2_pvalue_returns():
     p = SHAPES[2]
-    counts = simulate(p, np.random.default_rng(1))[:40]
+    counts = simulate(p, np.random.default_rng(1), checks=40)
     counts[0, -1] += 1  # a draw deep in the tail
     counts[0, 0] -= 1
     expected = pvalues(counts, *chi2_bins(p, N))

@@ -14,12 +14,12 @@ import functools
 import pytest
 import torch
 from conftest import ToyLM, toy_tables
-from scipy.stats import chisquare
 
 from specdemo import engine
+from specdemo.app import exactness
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
-from specdemo.policy import AutoK
+from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
 from specdemo.theory import StepCosts
 
@@ -82,22 +82,10 @@ def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT)
 
 
 def chi2_pvalue(counts: dict, dist: dict) -> float:
-    """χ² goodness of fit; bins expected below 5 draws are pooled into one."""
-    n = sum(counts.values())
+    """The app's χ² goodness of fit (``exactness.chi2_pvalue``) over the continuations."""
     assert set(counts) <= set(dist), "drew a continuation the target gives probability 0"
-    observed, expected, pool_obs, pool_exp = [], [], 0, 0.0
-    for seq, prob in dist.items():
-        if prob * n >= 5:
-            observed.append(counts.get(seq, 0))
-            expected.append(prob * n)
-        else:
-            pool_obs += counts.get(seq, 0)
-            pool_exp += prob * n
-    if pool_exp > 0:
-        observed.append(pool_obs)
-        expected.append(pool_exp)
-    total = sum(expected)  # the probabilities sum to 1 only up to rounding
-    return chisquare(observed, [e * n / total for e in expected]).pvalue
+    observed = torch.tensor([counts.get(seq, 0) for seq in dist], dtype=torch.double)
+    return exactness.chi2_pvalue(observed, torch.tensor(list(dist.values()), dtype=torch.double))
 
 
 def model_drafter(draft: ToyLM, **kwargs):
@@ -126,10 +114,25 @@ def history_pair():
 
 
 HISTORY_TARGET, HISTORY_DRAFT = history_pair()
+# A draft of an unrelated toy: about a quarter of its drafts are kept, so drafting barely pays.
+_, FAR4 = toy_tables(4, closeness=2.0, seed=5)
+HISTORY_FAR_DRAFT = ToyLM(FAR4, mix=2.5 * MIX4_DRAFT)
+# Ends in a 3-gram seen before (0 1 1): prompt lookup copies from the first round on.
+HISTORY_PROMPT = [0, 1, 1, 2, 2, 0, 1, 1]
+
+
+def seasoned_auto_k() -> AutoK:
+    """Automatic K with MIN_EVIDENCE first drafts already judged (3 kept), as later in a request,
+    at costs near break-even: its choice moves between K = 0 (a plain step) and K = 1 with the
+    rounds' outcomes (test_automatic_k_chooses_plain_steps)."""
+    policy = AutoK(StepCosts(1.0, 0.25, {k: 1.0 + 0.1 * k for k in range(1, 5)}))
+    policy.acceptance["model"] = Acceptance(judged=[MIN_EVIDENCE], kept=[3])
+    return policy
+
 
 # name: (target, drafter factory, prompt, k, sampling, continuation length)
 # Every K in 1..4 (unclipped: length >= k + 1), temperature, warping, drafter and closeness
-# appears at least once.
+# appears at least once; automatic K chooses K = 0 in one case.
 CASES = {
     "k1-t1-close": (ToyLM(T6), model_drafter(ToyLM(CLOSE6)), [0], 1, SamplingConfig(1.0), 3),
     "k2-t0.5-topk-far": (
@@ -209,6 +212,32 @@ CASES = {
         SamplingConfig(1.0),
         5,
     ),
+    # The history toy with each other way of drafting: rejected copies, rejected drafts of
+    # either source, and plain steps between rounds must each leave the target's cache right.
+    "k3-t1-history-lookup": (
+        HISTORY_TARGET,
+        lookup_drafter,
+        HISTORY_PROMPT,
+        3,
+        SamplingConfig(1.0),
+        5,
+    ),
+    "k3-t1-history-hybrid": (
+        HISTORY_TARGET,
+        hybrid_drafter(HISTORY_DRAFT),
+        HISTORY_PROMPT,
+        3,
+        SamplingConfig(1.0),
+        5,
+    ),
+    "auto-t1-history-plain-steps": (
+        HISTORY_TARGET,
+        model_drafter(HISTORY_FAR_DRAFT),
+        [0, 1],
+        seasoned_auto_k,
+        SamplingConfig(1.0),
+        5,
+    ),
     # Hybrid: the prompt ends in a 3-gram seen before, so the first round copies (q one-hot), and
     # later rounds mix copies and draft-model samples (see test_hybrid_cases_use_both_sources).
     "k4-t1-hybrid": (
@@ -220,7 +249,7 @@ CASES = {
         5,
     ),
     # Automatic K with the hybrid drafter: k changes from round to round with the acceptance
-    # seen so far (a fresh policy per generation; costs where k = 0, 1 and 2 all get chosen).
+    # seen so far (a fresh policy per generation, short of MIN_EVIDENCE: k = 1 and 2 get chosen).
     "auto-t0.7-topp-far-hybrid": (
         ToyLM(T6),
         hybrid_drafter(ToyLM(FAR6)),
@@ -263,15 +292,29 @@ def test_cases_run_their_full_k_and_hit_eos_inside_accepted_blocks():
     assert cut_inside > 10
 
 
-def test_automatic_k_varies_k():
-    target, make, prompt, k, config, length = CASES["auto-t0.7-topp-far-hybrid"]
+def chosen_k(name: str, generations: int = 200) -> collections.Counter:
+    """How often each k was asked for over a case's first draws, in rounds that do not finish
+    the generation: k_asked is the policy's k clipped to the tokens left minus one, so a finishing
+    round asks for 0 whenever one token is left, while a K = 0 in any other round was chosen."""
+    target, make, prompt, k, config, length = CASES[name]
     g = make_generator(0, "cpu")
-    asked = collections.Counter()
-    for _ in range(200):
+    chosen = collections.Counter()
+    for _ in range(generations):
         for r in speculative_generate(target, make(config, g), prompt, k=k(), sampling=config,
                                       max_new_tokens=length, generator=g):  # fmt: skip
-            asked[r.k_asked] += 1
-    assert len([k for k, n in asked.items() if n > 20]) >= 3, asked  # 0 (a plain step) too
+            chosen[r.k_asked] += not r.finished
+    return chosen
+
+
+def test_automatic_k_varies_k():
+    chosen = chosen_k("auto-t0.7-topp-far-hybrid")
+    assert chosen[1] > 20 and chosen[2] > 20, chosen
+
+
+def test_automatic_k_chooses_plain_steps():
+    """The plain-steps case really runs rounds with K = 0 between speculative ones."""
+    chosen = chosen_k("auto-t1-history-plain-steps")
+    assert chosen[0] > 50 and chosen[1] > 50, chosen
 
 
 def test_hybrid_cases_use_both_sources():
