@@ -214,11 +214,11 @@ CASES = {
     ),
     # The history toy with each other way of drafting: rejected copies, rejected drafts of
     # either source, and plain steps between rounds must each leave the target's cache right.
-    "k3-t1-history-lookup": (
+    "k2-t1-history-lookup": (
         HISTORY_TARGET,
         lookup_drafter,
         HISTORY_PROMPT,
-        3,
+        2,
         SamplingConfig(1.0),
         5,
     ),
