@@ -118,10 +118,11 @@ def chi2_bins(p: torch.Tensor, n: float) -> tuple[torch.Tensor, torch.Tensor]:
         enough = (torch.cumsum(expected[live], 0) >= MIN_EXPECTED).nonzero().view(-1)
         pooled = max(pooled, int(enough[0]) + 1) if len(enough) else len(live)
     own = len(live) - pooled
-    bins = torch.full(expected.shape, -1, dtype=torch.long)
+    host = expected.device  # the CPU: binning is bookkeeping, whatever device p came from
+    bins = torch.full(expected.shape, -1, dtype=torch.long, device=host)
     bins[live[:pooled]] = own  # the shared bin last
-    bins[live[pooled:]] = torch.arange(own)
-    sizes = torch.zeros(own + (pooled > 0), dtype=torch.double)
+    bins[live[pooled:]] = torch.arange(own, device=host)
+    sizes = torch.zeros(own + (pooled > 0), dtype=torch.double, device=host)
     return bins, sizes.index_add_(0, bins[live], expected[live])
 
 
