@@ -169,7 +169,8 @@ def test_a_verify_within_noise_of_a_step_says_the_curves_are_level():
 def test_a_run_slower_than_its_profile_says_by_how_much():
     busy = {**RUN, "t_step": 0.016, "t_draft": 0.0041}
     note = costs.cost_note([busy])
-    assert "this run's target steps 1.6× and draft steps 1.0× the profiled time" in note
+    assert "this run's target steps took 1.6× the profiled time" in note
+    assert "took 0.5×" in costs.cost_note([{**RUN, "t_step": 0.005}])
     assert "load changed" not in costs.cost_note([{**RUN, "t_step": 0.011, "t_draft": 0.004}])
 
 

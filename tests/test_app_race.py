@@ -166,23 +166,29 @@ def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
 
 def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkeypatch):
     """The target alone timed by a clock running at twice the speed (as when a browser on the
-    same cores slows it): the note's verify cost and curves stay the profile's, and it says by
-    how much the run was slower, instead of a verify cheaper than a step."""
+    same cores slows it): the note's verify cost and curves stay the profile's, and it says how
+    much slower than profiled the run's steps were, instead of a verify cheaper than a step."""
     config = parse_run(PROMPT, k=3, temperature=1.0, max_new_tokens=16)
     ids = encode(pair, config)
     spec = race.last(race.run_speculative(pair, config, ids))
+    quiet = race.last(race.run_target(pair, config, ids))
     real = race.time.perf_counter
     monkeypatch.setattr(race.time, "perf_counter", lambda: 2.0 * real())
     target = race.last(race.run_target(pair, config, ids))
     monkeypatch.undo()
+    assert target.t_step > 1.4 * quiet.t_step  # the slowed clock reached the run
     row = race.record(config, spec, target)
     note = costs.cost_note([row])
+    # Either the profile's own verify cost, or no curve claim at all; never the run's slowed step.
+    verify = spec.profile.verify_cost(3)
+    assert f"costs {verify:.2f} target steps" in note or "profile is disturbed" in note
+    load = row["t_step"] / row["cost_t_step"]
+    if not 1 / costs.BUSY <= load <= costs.BUSY:
+        assert f"this run's target steps took {load:.1f}× the profiled time" in note
+    else:
+        assert "load changed" not in note
     curve = costs.group_curves(costs.group_key(row), [row])
-    assert row["t_step"] > 1.5 * row["cost_t_step"]  # the slowed clock reached the record
-    assert f"costs {spec.profile.verify_cost(3):.2f} target steps" in note
-    slower = row["t_step"] / row["cost_t_step"]
-    assert f"load changed since the profile: this run's target steps {slower:.1f}×" in note
-    if curve.costs.verify_cost(3) >= 1:
+    if min(curve.costs.verify_cost(k) for k in curve.costs.t_verify) >= 1:
         assert curve.predicted[curve.best_k] <= curve.textbook[curve.textbook_best_k]
 
 
