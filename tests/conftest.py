@@ -121,6 +121,17 @@ def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int
     return model
 
 
+@pytest.fixture
+def meta_default():
+    """The default device set to "meta": a tensor built without a device lands there and meets
+    the models' CPU tensors, as a CPU tensor meets CUDA tensors on a GPU, so it raises."""
+    torch.set_default_device("meta")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
 @pytest.fixture(scope="session")
 def pair():
     """The tiny local pair (random weights, toy tokenizer) in float32, loaded once per run."""

@@ -11,15 +11,6 @@ from specdemo import generate
 from specdemo.app import handlers
 
 
-@pytest.fixture
-def meta_default():
-    torch.set_default_device("meta")
-    try:
-        yield
-    finally:
-        torch.set_default_device(None)
-
-
 def test_the_emulation_catches_a_tensor_built_without_a_device(pair, meta_default):
     """The check has power: a tensor without a device meets a model's tensor and fails."""
     on_model = torch.zeros(2, device=pair.target.device)

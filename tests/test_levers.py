@@ -21,15 +21,6 @@ def levers():
     return module
 
 
-@pytest.fixture
-def meta_default():
-    torch.set_default_device("meta")
-    try:
-        yield
-    finally:
-        torch.set_default_device(None)
-
-
 def test_levers_build_every_tensor_on_the_models_device(levers, pair, meta_default):
     context = list(range(3, 35))
     head = cut_head(pair.draft, 64)

@@ -21,6 +21,8 @@ import pickle
 
 from specdemo import models
 from specdemo.app.config import LIMITS
+from specdemo.app.exactness import GREEDY_CHECK_TOKENS
+from specdemo.app.joint import BATCH, EXACT_FIRSTS
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import expected_tokens_per_pass
 
@@ -43,8 +45,7 @@ VERIFY_STEPS = 1.5  # a verify pass over k + 1 tokens, in target steps (1.3 meas
 PREFILL_TOKENS_PER_STEP = 256  # prompt tokens one prefill pass takes for the cost of one step
 ALPHA = 0.5  # per draft: below the lowest per-token alpha measured, 0.57 (docs/BENCHMARKS.md)
 DRAW_SECONDS = 1e-5  # one draw of the exactness check's first token (vectorised, budget)
-JOINT_BATCH = 64  # first tokens per batched second-token pass (``joint.BATCH``)
-BATCH_STEPS = 1.5  # a batched one-token pass of JOINT_BATCH rows, in steps (budget)
+BATCH_STEPS = 1.5  # a batched one-token pass of joint.BATCH rows, in steps (budget)
 MAX_FIRST_TOKENS = 1024  # distinct first tokens the exactness check pays for on ZeroGPU
 
 
@@ -108,18 +109,14 @@ def first_tokens(n: int, temperature: float) -> int:
     """The distinct first tokens the exactness check pays a second-token pass for: the likely
     ones it always shows, and at most one per draw (two sets of n), up to MAX_FIRST_TOKENS;
     greedy draws have one."""
-    from specdemo.app.joint import EXACT_FIRSTS
-
     return EXACT_FIRSTS + (1 if temperature == 0 else min(2 * n, MAX_FIRST_TOKENS))
 
 
 def exactness_seconds(config, n: int, prompt_tokens: int) -> float:
     """The exactness check: two prompt passes and 2n draws of the first token, a batched pass
-    of both models per JOINT_BATCH distinct first tokens and their second-token draws, then the
+    of both models per joint.BATCH distinct first tokens and their second-token draws, then the
     greedy check's two runs."""
-    from specdemo.app.exactness import GREEDY_CHECK_TOKENS
-
-    batches = math.ceil(first_tokens(n, config.temperature) / JOINT_BATCH)
+    batches = math.ceil(first_tokens(n, config.temperature) / BATCH)
     joint = batches * BATCH_STEPS * (T_STEP + T_DRAFT) + 4 * n * DRAW_SECONDS
     prompts = prefill_seconds(prompt_tokens) + prefill_seconds(prompt_tokens, T_DRAFT)
     greedy = speculative_seconds(GREEDY_CHECK_TOKENS, config.k, prompt_tokens=prompt_tokens)
