@@ -65,7 +65,7 @@ class ForwardTimer:
 
 def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> StepCosts:
     """profile.measure_costs at the prompt's context length, the draft step as our drafter
-    runs it (with its cut head)."""
+    runs it (with its cut head and $SPECDEMO_DRAFT_STEP's mode)."""
     if head_rows == "auto":
         head_rows = auto_head_rows(pair.draft)
     head = cut_head(pair.draft, head_rows) if head_rows else None

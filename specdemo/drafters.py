@@ -15,7 +15,8 @@ from typing import Protocol
 
 import torch
 
-from specdemo.lm import cut_head, forward, vocab_size
+from specdemo.draft_step import make_draft_step
+from specdemo.lm import cut_head, vocab_size
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 
 # A draft head over more than 2x this many rows is cut to this many by default: exact either way,
@@ -46,7 +47,8 @@ class ModelDrafter:
     after a rejection it is cropped back to the accepted text, never re-prefilled.
     With ``adaptive=True`` drafting stops early once the draft's top probability falls below
     ``threshold``: the decision uses draft-side information only, so exactness is unaffected.
-    ``head_rows`` cuts the output layer to the first rows of the vocabulary (``lm.cut_head``).
+    ``head_rows`` cuts the output layer to the first rows of the vocabulary (``lm.cut_head``);
+    ``step`` is how its forward passes run ("eager", "static" or "graph", ``draft_step``).
     """
 
     def __init__(
@@ -58,34 +60,37 @@ class ModelDrafter:
         threshold: float = 0.4,
         head_rows: int | None = None,
         rule: AcceptanceRule = EXACT,
+        step: str | None = None,
     ):
         self.model, self.sampling, self.generator, self.rule = model, sampling, generator, rule
         self.adaptive, self.threshold = adaptive, threshold
         self.head = cut_head(model, head_rows) if head_rows else None
-        self._cache = None
+        self.head_rows = head_rows or None
+        self.step = make_draft_step(model, self.head, step)
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         return ("model",)
 
-    def _sync(self, context: list[int]) -> list[int]:
+    def _sync(self, context: list[int], k: int) -> list[int]:
         """Crop the cache to its longest prefix of the context; return the tokens to feed."""
+        if not self.step.fits(len(context) + k):  # a static cache started over, larger
+            self._fed, self._settled = [], 0
         limit = min(len(self._fed), len(context) - 1)
         keep = min(self._settled, limit)
         while keep < limit and self._fed[keep] == context[keep]:
             keep += 1
-        if self._cache is not None and keep < len(self._fed):
-            self._cache.crop(keep - len(self._fed))
+        self.step.crop(len(self._fed) - keep)
         self._fed = self._fed[:keep]
         return context[keep:]
 
     @torch.inference_mode()
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
-        feed: list[int] | torch.Tensor = self._sync(context)
+        feed: list[int] | torch.Tensor = self._sync(context, k)
         tokens, qs = [], []
         for i in range(k):
-            logits, self._cache = forward(self.model, feed, self._cache, head=self.head)
+            logits = self.step.run(feed)
             if self.sampling.greedy:  # a greedy draft is deterministic: q is one-hot, left implicit
                 token = logits[-1:].argmax(-1)
                 top = 1.0 if not self.adaptive else torch.softmax(logits[-1].float(), -1).max()
@@ -219,12 +224,14 @@ def make_drafter(
     adaptive=False,
     head_rows="auto",
     rule: AcceptanceRule = EXACT,
+    step: str | None = None,
 ):
     """A drafter by name: "model", "lookup" or "hybrid" (lookup, else the model; `HybridDrafter`).
     `generator` draws the draft's samples; on a draft that sits on another device than the
     generator, a generator there seeded from it. head_rows: "auto" (``auto_head_rows``), a row
     count, or None / 0 for the full head. `rule`: how the draft model picks its tokens
-    (``sampling.draft_tokens``; only the greedy-draft mistake differs)."""
+    (``sampling.draft_tokens``; only the greedy-draft mistake differs). `step`: how the draft
+    model's passes run (``draft_step.resolve_draft_step``; None: $SPECDEMO_DRAFT_STEP or eager)."""
     if kind == "lookup":
         return LookupDrafter(device=device)
     if kind not in ("model", "hybrid"):
@@ -238,7 +245,13 @@ def make_drafter(
         seed = generator.initial_seed() + 1
         generator = torch.Generator(device=draft.device).manual_seed(seed)
     model = ModelDrafter(
-        draft, sampling, generator, adaptive=adaptive, head_rows=head_rows or None, rule=rule
+        draft,
+        sampling,
+        generator,
+        adaptive=adaptive,
+        head_rows=head_rows or None,
+        rule=rule,
+        step=step,
     )
     if kind == "model":
         return model

@@ -285,5 +285,4 @@ def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
     model = draft_model_of(drafter)
     if model is None:
         return AutoK(costs_for(target))
-    head_rows = model.head.weight.shape[0] if model.head is not None else None
-    return AutoK(costs_for(target, model.model, head_rows))
+    return AutoK(costs_for(target, model.model, model.head_rows, model.step.kind))

@@ -1,9 +1,11 @@
 """Step costs measured on the running machine, for the cost model and automatic K.
 
 ``measure_costs`` times a few forward passes with a warm KV cache: one plain target step, one
-draft step as the drafter runs it (its cut head included), and target verify passes over k + 1
-tokens. ``costs_for`` keeps the target's steps per target and a draft step per draft and head,
-so only the first request (or the app's warm-up) pays the few seconds it takes.
+draft step as the drafter runs it (its cut head and step mode included, ``draft_step``), and
+target verify passes over k + 1 tokens. ``costs_for`` keeps the target's steps per target and a
+draft step per draft, head and mode, so only the first request (or the app's warm-up) pays the
+few seconds it takes. Every lap synchronises the device (``lm.Stopwatch``): on CUDA a cost is the
+work done, not the time to queue it.
 """
 
 import statistics
@@ -11,6 +13,7 @@ import weakref
 
 import torch
 
+from specdemo.draft_step import make_draft_step
 from specdemo.lm import Stopwatch, cut_head, forward, vocab_size
 from specdemo.theory import StepCosts
 
@@ -40,31 +43,50 @@ def pass_seconds(
     return {n: statistics.median(t[1:]) for n, t in times.items()}
 
 
+@torch.inference_mode()
+def draft_seconds(
+    draft, context: list[int], head=None, step: str | None = None, repeats: int = 5
+) -> float:
+    """Median seconds of one draft step as a drafter runs it: `step` mode (``draft_step``;
+    a graph is captured in the warm-up round; None: $SPECDEMO_DRAFT_STEP), `head` for its output
+    layer."""
+    runner = make_draft_step(draft, head, step)
+    runner.fits(len(context) + 1)
+    runner.run(context)
+    clock, times = Stopwatch(draft.device), []
+    for _ in range(repeats + 1):  # the first round is a warm-up
+        clock.lap()
+        runner.run(context[-1:])
+        times.append(clock.lap())
+        runner.crop(1)
+    return statistics.median(times[1:])
+
+
 def measure_costs(
-    target, draft, input_ids: list[int], ks=PROFILE_KS, head=None, repeats: int = 5
+    target, draft, input_ids: list[int], ks=PROFILE_KS, head=None, repeats: int = 5, step=None
 ) -> StepCosts:
     """Median seconds of each step at the context `input_ids`; no draft (None) costs 0."""
     seconds = pass_seconds(target, input_ids, (1, *(k + 1 for k in ks)), repeats=repeats)
     t_draft = 0.0
     if draft is not None:
-        t_draft = pass_seconds(draft, input_ids, (1,), head, repeats)[1]
+        t_draft = draft_seconds(draft, input_ids, head, step, repeats)
     return StepCosts(t_step=seconds[1], t_draft=t_draft, t_verify={k: seconds[k + 1] for k in ks})
 
 
-def costs_for(target, draft=None, head_rows: int | None = None) -> StepCosts:
+def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eager") -> StepCosts:
     """The profile of this target with this draft (None: prompt lookup, no draft step),
     measured at a synthetic context of PROFILE_CONTEXT tokens. The target's steps are measured
-    once and shared by every draft; a draft's step once per draft and head."""
+    once and shared by every draft; a draft's step once per draft, head and step mode."""
     measured = _profiles.setdefault(target, {})
     if "target" not in measured:
         measured["target"] = measure_costs(target, None, synthetic_context(target))
     costs = measured["target"]
     if draft is None:
         return costs
-    key = (id(draft), head_rows)
+    key = (id(draft), head_rows, step)
     if key not in measured:
         head = cut_head(draft, head_rows) if head_rows else None
-        measured[key] = pass_seconds(draft, synthetic_context(target, draft), (1,), head)[1]
+        measured[key] = draft_seconds(draft, synthetic_context(target, draft), head, step)
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
 
 

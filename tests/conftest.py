@@ -19,9 +19,34 @@ class ToyCache:
     def get_seq_length(self) -> int:
         return len(self.tokens)
 
+    def add(self, tokens: list[int]) -> None:
+        self.tokens += tokens
+
     def crop(self, tokens_to_remove: int) -> None:
         assert tokens_to_remove < 0 and len(self.tokens) + tokens_to_remove >= 0
         del self.tokens[tokens_to_remove:]
+
+
+class ToyStaticCache(ToyCache):
+    """The toy's cache in a fixed buffer, as transformers' StaticCache: a crop only moves the
+    length, so what lies beyond it is stale and must never be read; overflowing raises."""
+
+    def __init__(self, capacity: int):
+        self.buffer, self.length = [-1] * capacity, 0
+
+    @property
+    def tokens(self) -> list[int]:
+        return self.buffer[: self.length]
+
+    def add(self, tokens: list[int]) -> None:
+        if self.length + len(tokens) > len(self.buffer):
+            raise IndexError(f"{self.length + len(tokens)} tokens overflow {len(self.buffer)}")
+        self.buffer[self.length : self.length + len(tokens)] = tokens
+        self.length += len(tokens)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        assert tokens_to_remove < 0 and self.length + tokens_to_remove >= 0
+        self.length += tokens_to_remove
 
 
 class _OneHotBase(torch.nn.Module):
@@ -35,8 +60,8 @@ class _OneHotBase(torch.nn.Module):
     def forward(self, input_ids, cache=None, use_cache=True):
         cache = cache if cache is not None else ToyCache()
         before = cache.tokens[-1:] or [None]
-        cache.tokens += input_ids[0].tolist()
         new = input_ids[0].tolist()
+        cache.add(new)
         previous = (before + new)[: len(new)]
         hidden = torch.zeros(len(new), 2 * self.vocab)
         for j, (x, prev) in enumerate(zip(new, previous, strict=True)):

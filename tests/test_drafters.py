@@ -5,9 +5,10 @@ import random
 
 import pytest
 import torch
-from conftest import ToyLM, tiny_model, toy_tables
+from conftest import ToyLM, ToyStaticCache, tiny_model, toy_tables
 
 import specdemo
+from specdemo import draft_step
 from specdemo.drafters import (
     AUTO_HEAD_ROWS,
     HYBRID_MIN_NGRAM,
@@ -102,23 +103,30 @@ def test_adaptive_k_drafts_fewer_tokens_when_unsure():
     assert proposal.steps == 1
 
 
-def test_model_drafter_rolls_back_its_cache():
+@pytest.mark.parametrize("step", ["eager", "static"])
+def test_model_drafter_rolls_back_its_cache(step, monkeypatch):
     """After a rejection the draft's cache is cropped to the accepted text, not re-prefilled:
-    the toy's cache holds its tokens, so the test reads exactly what it holds."""
+    the toy's cache holds its tokens, so the test reads exactly what it holds. A static cache
+    (a fixed buffer whose crop only moves its length) starts over, larger, when a context
+    outgrows it: 10 slots hold the first round, not the second."""
+    monkeypatch.setattr(draft_step, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
+    monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 10)
     table, _ = toy_tables(8)
     draft = ToyLM(table)
-    drafter = ModelDrafter(draft, SamplingConfig(0.0))
+    drafter = ModelDrafter(draft, SamplingConfig(0.0), step=step)
     context = [1, 2, 3, 4]
     first = drafter.propose(context, k=4)
     assert first.steps == 4
-    cache = drafter._cache  # read-only peek, to check the rollback
-    assert cache.tokens == context + first.tokens[:3].tolist()  # the last draft is not fed
+    assert drafter.step.cache.tokens == context + first.tokens[:3].tolist()  # last one not fed
     # Pretend the target kept two drafts and replaced the third.
     context = context + first.tokens[:2].tolist() + [(first.tokens[2].item() + 1) % 8]
-    again = drafter.propose(context, k=2)
-    assert cache.tokens == context + again.tokens[:1].tolist()
-    fresh = ModelDrafter(draft, SamplingConfig(0.0)).propose(context, k=2)
+    again = drafter.propose(context, k=4)
+    assert drafter.step.cache.tokens == context + again.tokens[:3].tolist()
+    assert drafter.step.length == len(context) + 3
+    fresh = ModelDrafter(draft, SamplingConfig(0.0)).propose(context, k=4)
     assert again.tokens.tolist() == fresh.tokens.tolist()
+    if step == "static":
+        assert drafter.step.capacity == 20
 
 
 def test_reduced_draft_head_keeps_greedy_exact(tiny_qwen):
@@ -237,5 +245,5 @@ def test_hybrid_keeps_the_draft_cache_in_step_through_lookup_rounds():
         model_after_lookup += i > 0 and sources[i - 1] == "lookup"
         last_model = context + proposal.tokens[:-1].tolist()
     # Lookup rounds never touch the draft's cache: it holds what the last model round left.
-    assert spy.drafter.model_drafter._cache.tokens == last_model
+    assert spy.drafter.model_drafter.step.cache.tokens == last_model
     assert model_after_lookup >= 3, sources

