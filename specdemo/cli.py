@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from specdemo.defaults import DEFAULTS
+from specdemo.defaults import DEFAULTS, default_drafter
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +56,12 @@ def cmd_generate(args) -> int:
     input_ids = encode_prompt(pair.tokenizer, args.prompt, system=args.system)
     generator = make_generator(args.seed, pair.target.device)
     drafter = make_drafter(
-        args.drafter, pair.draft, sampling, generator, pair.target.device, adaptive=args.adaptive
+        args.drafter or default_drafter(pair.target.device),
+        pair.draft,
+        sampling,
+        generator,
+        pair.target.device,
+        adaptive=args.adaptive,
     )
     stats, detok, tokens = Stats(), Detokenizer(pair.tokenizer), []
     colour = sys.stdout.isatty() and not args.json
@@ -115,9 +120,22 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    if args.dispatch:
+        return cmd_dispatch(args)
     from specdemo import bench
 
     return bench.main(load(args, quiet=args.json), args)
+
+
+def cmd_dispatch(args) -> int:
+    """The dispatch cost model (``specdemo.dispatch``): loads no pair, measures on the CPU."""
+    import dataclasses
+
+    from specdemo import dispatch
+
+    report = dispatch.dispatch_report()
+    print(json.dumps(dataclasses.asdict(report)) if args.json else dispatch.markdown(report))
+    return 0
 
 
 def add_bench_args(parser) -> None:
@@ -157,6 +175,12 @@ def add_bench_args(parser) -> None:
         action="store_true",
         help="draft = target (alpha = 1): the best case, for speed checks",
     )
+    parser.add_argument(
+        "--dispatch",
+        action="store_true",
+        help="only the dispatch cost model: tiny-width models of the real depths timed here, "
+        "GPU step costs predicted for every registered pair; loads no pair (about 30 s)",
+    )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
 
@@ -187,7 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS["max_new_tokens"])
     gen.add_argument(
-        "--drafter", choices=["model", "lookup", "hybrid"], default=DEFAULTS["drafter"]
+        "--drafter",
+        choices=["model", "lookup", "hybrid"],
+        help="default: hybrid on CUDA, else the draft model",
     )
     gen.add_argument(
         "--adaptive", action="store_true", help="stop drafting when the draft is unsure"

@@ -3,6 +3,10 @@
 K is chosen per round by default, so a pair never runs slower than its target alone when drafting
 does not pay. Temperature 0.7 shows accepted, resampled and bonus tokens all at once, and seed 0
 makes a first run reproducible on a projector; pass ``seed=None`` for fresh randomness.
+On a CUDA GPU a step costs per layer, so the embedded pair's draft model costs nearly its
+target's step (docs/BENCHMARKS.md, "GPU") and cannot pay alone: there the default drafter is the
+hybrid, whose rounds automatic K prices one by one from the measured costs (a free copy, a
+draft-model guess or a plain target step).
 """
 
 DEFAULTS = {
@@ -15,3 +19,8 @@ DEFAULTS = {
     "drafter": "model",
     "adaptive": False,
 }
+
+
+def default_drafter(device) -> str:
+    """The drafter used when none is named: "hybrid" on CUDA, else DEFAULTS["drafter"]."""
+    return "hybrid" if str(device).startswith("cuda") else DEFAULTS["drafter"]

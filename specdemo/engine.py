@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from specdemo.defaults import DEFAULTS
+from specdemo.defaults import DEFAULTS, default_drafter
 from specdemo.drafters import Drafter, Proposal, draft_model_of, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.policy import AutoK
@@ -241,7 +241,7 @@ def generate(
     top_p: float | None = DEFAULTS["top_p"],
     max_new_tokens: int = DEFAULTS["max_new_tokens"],
     seed: int | None = DEFAULTS["seed"],
-    drafter: str = DEFAULTS["drafter"],
+    drafter: str | None = None,
     adaptive: bool = DEFAULTS["adaptive"],
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
@@ -254,6 +254,7 @@ def generate(
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)
     generator = make_generator(seed, target.device)
+    drafter = drafter or default_drafter(target.device)
     proposer = make_drafter(drafter, draft, sampling, generator, target.device, adaptive, rule=rule)
     stats = Stats()
     rounds = list(

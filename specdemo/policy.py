@@ -24,9 +24,12 @@ PRIOR = {"model": 0.7, "lookup": 0.6}
 PRIOR_WEIGHT = 2.0
 POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweighs the pooled one
 # After this many plain steps in a row, one round drafts again to re-measure acceptance. A probe
-# at k = 1 costs t_draft + t_verify(1) - t_step (about half a step here) and still yields 1 + a_1
-# tokens, so when drafting does not pay it loses a few percent of one round in PROBE_EVERY + 1.
+# at k = 1 costs t_draft + t_verify(1) - t_step and still yields 1 + a_1 tokens, so when drafting
+# does not pay it loses a few percent of one round. Each probe that changes nothing doubles the
+# wait for the next, up to PROBE_MAX: where drafting never pays (a draft costing 0.86 of a target
+# step, as on a launch-bound GPU) probes would otherwise cost 1-2% of the whole request.
 PROBE_EVERY = 4
+PROBE_MAX = 32
 # A plain step is chosen only once this many rounds have judged the first draft position: the
 # first tokens of an answer are often the hardest to guess, and a single early rejection should
 # not switch drafting off.
@@ -78,6 +81,7 @@ class AutoK:
         self.k_max = min(k_max or max(costs.t_verify), max(costs.t_verify))
         self.acceptance: dict[str, Acceptance] = {}
         self.plain_in_a_row = 0
+        self.probe_every = PROBE_EVERY
 
     def seconds(self, k: int, source: str) -> float:
         """One round's predicted cost: k draft steps (free for lookup) and the verify pass."""
@@ -98,8 +102,11 @@ class AutoK:
         the sources a drafter can use here (a hybrid with a lookup match can also draft)."""
         best = max((self._best(source) for source in sources), key=lambda option: option[2])
         source, k, _ = best
-        if k == 0 and self.plain_in_a_row >= PROBE_EVERY:
+        if k == 0 and self.plain_in_a_row >= self.probe_every:
             k = 1  # acceptance may have changed; a plain step teaches nothing about it
+            self.probe_every = min(2 * self.probe_every, PROBE_MAX)
+        elif k:
+            self.probe_every = PROBE_EVERY  # drafting pays again: probe soon after it stops
         self.plain_in_a_row = self.plain_in_a_row + 1 if k == 0 else 0
         return source, k
 

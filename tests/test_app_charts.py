@@ -89,6 +89,21 @@ def test_the_note_speaks_of_the_latest_runs_settings_and_a_free_lookup_draft():
     assert costs.cost_note([]) == costs.NOTE_PLACEHOLDER
 
 
+def test_on_a_gpu_the_note_explains_the_draft_cost_by_layers():
+    """From the profile's c and the layer counts: why a 0.5B draft costs nearly a 1.5B target's
+    step on a GPU, and the lever that removes it; a CPU run and a graph-captured one say no more
+    than is true of them."""
+    gpu = {**RUN, "device": "cuda:0", "target_layers": 28, "draft_layers": 24,
+           "draft_step": "eager", "cost_t_draft": 0.0086}  # fmt: skip
+    note = costs.cost_note([gpu])
+    assert "the draft's 24 layers cost 0.86 of the target's 28 (0.86 by layer count)" in note
+    assert "SPECDEMO_DRAFT_STEP=graph" in note
+    graph = costs.cost_note([{**gpu, "draft_step": "graph", "cost_t_draft": 0.0015}])
+    assert "cost 0.15 of the target's 28, its step replayed from one captured" in graph
+    assert "per layer" not in costs.cost_note([{**gpu, "device": "cpu"}])
+    assert "per layer" not in costs.cost_note([{**gpu, "cost_t_draft": 0.0}])  # lookup
+
+
 def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
     split = costs.time_split(RUN)
     assert split["other"] == pytest.approx(0.2) and sum(split.values()) == pytest.approx(2.0)

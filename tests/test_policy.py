@@ -1,5 +1,8 @@
 """policy.py: automatic K from measured step costs and per-position acceptance."""
 
+import collections
+import random
+
 import pytest
 from conftest import BigramLM, toy_tables
 
@@ -113,3 +116,41 @@ def test_a_hybrid_drafts_with_its_model_when_copies_are_not_worth_verifying():
         policy.update(fake_round(2, 2, "model"))  # the model always right
     assert policy.choose_source(("lookup", "model"))[0] == "model"
     assert policy.choose_source(("lookup",)) == ("lookup", 0)
+
+
+# A launch-bound GPU with eager steps (docs/BENCHMARKS.md, "GPU (predicted from the dispatch
+# model)"): the 24-layer draft costs 0.86 of the 28-layer target's step, and a verify pass over
+# k + 1 tokens about 8% more per token than a plain step.
+LAUNCH_BOUND = StepCosts(
+    t_step=1.0, t_draft=0.86, t_verify={k: 1.0 + 0.08 * k for k in range(1, 9)}
+)
+
+
+def simulated_speedup(policy: AutoK, alpha: dict[str, float], tokens: int, seed: int = 0):
+    """Tokens per second of a request driven by `policy` against the target alone (1 token per
+    t_step), each judged draft kept with its source's per-token probability alpha[source];
+    with the hybrid's sources when lookup has a match (copies), else the model's alone."""
+    rng = random.Random(seed)
+    sources = tuple(alpha) if "lookup" in alpha else ("model",)
+    made, seconds, chosen = 0, 0.0, collections.Counter()
+    while made < tokens:
+        source, k = policy.choose_source(sources)
+        n = 0
+        while n < k and rng.random() < alpha[source]:
+            n += 1
+        policy.update(fake_round(k, n, source))
+        chosen[source if k else "plain"] += 1
+        made += n + 1
+        seconds += policy.seconds(k, source)
+    return made / seconds * policy.costs.t_step, chosen
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_on_a_launch_bound_gpu_automatic_k_is_never_slower_than_the_target(seed):
+    """A 0.9-per-token draft model cannot pay when its step costs 0.86 of the target's (0.99x
+    at best): automatic K turns to plain steps and loses at most 2% on its early evidence and its
+    probes; with copies available it takes them and gains."""
+    speed, chosen = simulated_speedup(AutoK(LAUNCH_BOUND), {"model": 0.9}, 256, seed)
+    assert speed >= 0.98 and chosen["plain"] > 2 * chosen["model"], (speed, chosen)
+    speed, chosen = simulated_speedup(AutoK(LAUNCH_BOUND), {"lookup": 0.8, "model": 0.9}, 256, seed)
+    assert speed >= 1.5 and chosen["lookup"] > 4 * chosen["model"], (speed, chosen)

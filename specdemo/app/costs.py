@@ -126,7 +126,27 @@ def cost_note(runs: list[dict]) -> str:
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
-    return note + overhead_sentence(group) + load_note(runs[-1])
+    return note + layers_sentence(runs[-1]) + overhead_sentence(group) + load_note(runs[-1])
+
+
+def layers_sentence(run: dict) -> str:
+    """On a GPU, why the draft step costs what it does, from the profile's c and the two models'
+    layer counts: at batch 1 a step is host-side dispatch per layer, not memory traffic per
+    parameter (docs/BENCHMARKS.md, "GPU"); "" on a CPU or when no draft model ran."""
+    t_step, t_draft = run.get("cost_t_step"), run.get("cost_t_draft")
+    target, draft = run.get("target_layers"), run.get("draft_layers")
+    if not str(run.get("device", "")).startswith("cuda") or not (t_step and t_draft and draft):
+        return ""
+    sentence = (
+        f" On a GPU at batch 1 a step costs per layer, not per parameter: the draft's {draft} "
+        f"layers cost {t_draft / t_step:.2f} of the target's {target}"
+    )
+    if run.get("draft_step") == "graph":
+        return sentence + ", its step replayed from one captured CUDA graph."
+    return sentence + (
+        f" ({draft / target:.2f} by layer count); a draft step captured as a CUDA graph "
+        "(SPECDEMO_DRAFT_STEP=graph) launches all its kernels in one call."
+    )
 
 
 def load_note(run: dict) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
-from specdemo.drafters import make_drafter
+from specdemo.drafters import draft_model_of, make_drafter
 from specdemo.engine import (
     autoregressive_generate,
     make_generator,
@@ -62,6 +62,9 @@ class SpecRun:
     asked: list[int] = field(default_factory=list)  # per round: the K chosen (or fixed)
     seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
     profile: StepCosts | None = None  # this machine's step costs for the pair, as auto K uses
+    device: str = ""  # where the pair ran: "cpu", "cuda:0"
+    layers: tuple[int, int] | None = None  # decoder layers of the target and of the draft model
+    draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
     measured_at: float | None = None  # set when answered from the record: when it was measured
 
     @property
@@ -116,6 +119,9 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     run, detok = SpecRun(), Detokenizer(pair.tokenizer)
     # Measured once per pair (the app's warm-up does it), before the engine's clock starts.
     run.profile = resolve_k("auto", pair.target, drafter).costs
+    model = draft_model_of(drafter)
+    run.device, run.draft_step = str(device), model.step.kind if model else ""
+    run.layers = (pair.target.config.num_hidden_layers, pair.draft.config.num_hidden_layers)
     rounds = speculative_generate(
         pair.target,
         drafter,
@@ -247,6 +253,10 @@ def explaining(spec: SpecRun, target: TargetRun) -> dict:
         "verify_seconds": s.verify_time,
         "position_judged": acceptance.judged,
         "position_kept": acceptance.kept,
+        "device": spec.device,
+        "target_layers": spec.layers[0] if spec.layers else None,
+        "draft_layers": spec.layers[1] if spec.layers else None,
+        "draft_step": spec.draft_step,
     }
 
 

@@ -24,6 +24,8 @@ from specdemo.app.style import (  # noqa: F401 (launch(theme=ui.THEME, css=ui.CS
     STEP_INTRO,
     THEME,
 )
+from specdemo.defaults import default_drafter
+from specdemo.models.pairs import resolve_device
 from specdemo.render import COLORS
 from specdemo.sampling import RULES
 
@@ -45,7 +47,7 @@ def seed_box() -> gr.Number:
 
 def drafter_radio() -> gr.Radio:
     choices = [(label, value) for value, label in DRAFTERS.items()]
-    return gr.Radio(choices, value=DEFAULTS["drafter"], label="Drafter")
+    return gr.Radio(choices, value=default_drafter(resolve_device()), label="Drafter")
 
 
 def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
