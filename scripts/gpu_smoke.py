@@ -9,9 +9,10 @@ matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and
 generation; (4) every model handler on the device, each value it yields or returns pickled and
 unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5) step
 costs of random-weight models of the real target and draft architectures in 4-bit, against the
-budgets in specdemo.app.gpu; (6) a trimmed scripts/gpu_bench.sh, its summary under OUT/bench
-(default OUT: bench_out/gpu-smoke). Prints one table (check | result | figure); the exit status
-is 1 when any row failed.
+budgets in specdemo.app.gpu, the draft step eager against a captured CUDA graph (logits and
+time), and the K automatic K picks at those costs; (6) a trimmed scripts/gpu_bench.sh, its
+summary under OUT/bench (default OUT: bench_out/gpu-smoke). Prints one table (check | result |
+figure); the exit status is 1 when any row failed.
 
 --dry-run runs on the CPU whatever can run there (the bench in its own --dry-run, step costs of
 a 2-layer build of the real widths, timed but not judged) and never touches CUDA.
@@ -281,11 +282,60 @@ def check_step_costs(run: Run) -> list[Outcome]:
     context = synthetic_context(pair.target, pair.draft)
     ks = [1] if run.dry else list(PROFILE_KS)  # a step of 2 layers takes ~0.5 s on 2 CPU cores
     costs = bench.step_costs(pair, context, ks, "auto")  # the draft with the app's head
+    captured = draft_step_outcomes(pair, context, costs, judged=not run.dry)
     del pair
     gc.collect()
     if not run.dry:
         torch.cuda.empty_cache()
-    return step_cost_outcomes(costs, judged=not run.dry)
+    return step_cost_outcomes(costs, judged=not run.dry) + captured
+
+
+def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[Outcome]:
+    """The draft step eager against a static cache and a captured CUDA graph (static on a CPU):
+    their logits must agree (same argmax, max difference within NF4_TOLERANCE eps of the
+    largest logit), and the table shows each step's time and c. Then what automatic K does with
+    the eager costs after 100 rounds at 0.9 per draft: at c >= 0.8 it must stop drafting
+    with the model (K = 0)."""
+    from specdemo.draft_step import make_draft_step
+    from specdemo.drafters import auto_head_rows
+    from specdemo.lm import cut_head
+    from specdemo.policy import Acceptance, AutoK
+    from specdemo.profile import draft_seconds
+
+    rows = auto_head_rows(pair.draft)
+    head = cut_head(pair.draft, rows) if rows else None
+    mode = "graph" if torch.device(pair.draft.device).type == "cuda" else "static"
+    outcomes = []
+    with torch.inference_mode():
+        eager = make_draft_step(pair.draft, head, "eager")
+        other = make_draft_step(pair.draft, head, mode)
+        other.fits(len(context) + 8)
+        for step in (eager, other):
+            step.run(context)
+        worst, same = 0.0, True
+        for token in context[:4]:
+            a, b = eager.run([token]).float(), other.run([token]).float()
+            worst = max(worst, float((a - b).abs().max() / a.abs().max()))
+            same &= bool(a.argmax() == b.argmax())
+        eps = torch.finfo(pair.draft.dtype).eps
+        problem = getattr(other, "problem", "")
+        ok = same and worst <= NF4_TOLERANCE * eps and not problem
+        outcomes.append(Outcome(f"5 {mode} = eager", PASS if ok else FAIL,
+                                f"argmax same: {same}; max diff {worst:.2e} of max|logit|"
+                                + (f"; capture failed: {problem}" if problem else "")))  # fmt: skip
+        t_other = draft_seconds(pair.draft, context, head, mode)
+    capture = f"; capture {ms(other.capture_seconds)}" if mode == "graph" else ""
+    outcomes.append(Outcome(f"5 t_draft {mode}", RAN,
+                            f"{ms(t_other)} = {t_other / costs.t_step:.2f} target steps "
+                            f"(eager {ms(costs.t_draft)} = {costs.c:.2f}){capture}"))  # fmt: skip
+    policy = AutoK(costs)
+    # 100 rounds judged the first position, each position kept at 0.9 given the ones before it.
+    policy.acceptance["model"] = Acceptance([100, 90, 81, 73], [90, 81, 73, 66])
+    k = policy.choose("model")
+    ok = k == 0 or costs.c < 0.8
+    verdict_ = (PASS if ok else FAIL) if judged else RAN
+    outcomes.append(Outcome("5 auto K", verdict_, f"K = {k} at c = {costs.c:.2f}, 0.9 per draft"))
+    return outcomes
 
 
 def step_cost_outcomes(costs, judged: bool) -> list[Outcome]:

@@ -11,42 +11,25 @@ plumbing on a CPU in seconds; its timings mean nothing. Acceptance between two r
 """
 
 import argparse
+import dataclasses
 import shutil
 from pathlib import Path
 
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from specdemo import dispatch
 from specdemo.models import build_tiny_tokenizer
 from specdemo.models.convert import quiet_transformers
 
-VOCAB = 151936
-ARCHS = {  # the published configs of Qwen2.5-Coder-1.5B-Instruct and -0.5B-Instruct
-    "target": dict(
-        hidden_size=1536,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        intermediate_size=8960,
-        tie_word_embeddings=True,
-    ),
-    "draft": dict(
-        hidden_size=896,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        intermediate_size=4864,
-        tie_word_embeddings=True,
-    ),
-}
+ARCHS = {"target": dispatch.ARCHS["1.5B"], "draft": dispatch.ARCHS["0.5B"]}
 
 
 def build(name: str, eos_token_id: int, layers: int | None = None) -> Qwen2ForCausalLM:
     """The random bf16 model `name` ("target" or "draft"), cut to `layers` decoder layers."""
-    arch = dict(ARCHS[name], **({"num_hidden_layers": layers} if layers else {}))
+    arch = dataclasses.asdict(ARCHS[name]) | ({"num_hidden_layers": layers} if layers else {})
     torch.manual_seed(0 if name == "target" else 1)
     config = Qwen2Config(
-        vocab_size=VOCAB,
         max_position_embeddings=32768,
         rope_theta=1e6,
         eos_token_id=eos_token_id,

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from specdemo import cli
 from specdemo.defaults import DEFAULTS
@@ -39,8 +40,16 @@ def test_generate_streams_plain_text_and_a_summary_line(capsys):
 
 def test_cli_defaults_are_the_shared_defaults():
     args = cli.build_parser().parse_args(["generate", "x"])
-    for name in ("k", "temperature", "top_k", "top_p", "seed", "max_new_tokens", "drafter"):
+    for name in ("k", "temperature", "top_k", "top_p", "seed", "max_new_tokens"):
         assert getattr(args, name) == DEFAULTS[name], name
+    assert args.drafter is None  # default_drafter(device): hybrid on CUDA, else the model
+
+
+def test_the_default_drafter_depends_on_the_device():
+    from specdemo.defaults import default_drafter
+
+    assert default_drafter("cpu") == DEFAULTS["drafter"] == "model"
+    assert default_drafter("cuda:0") == default_drafter(torch.device("cuda")) == "hybrid"
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ _spec.loader.exec_module(smoke)
 
 ROWS = (
     "1 versions", "2 nf4 linear", "3 tiny pair", "4 generate", "4 sweep", "4 exactness", "4 step",
-    "5 t_step", "5 t_draft", "5 t_verify", "5 c", "6 gpu bench",
+    "5 t_step", "5 t_draft", "5 t_verify", "5 c", "5 static = eager", "5 t_draft static",
+    "5 auto K", "6 gpu bench",
 )  # fmt: skip
 
 

@@ -178,7 +178,7 @@ def test_a_hub_format_pair_loads_from_local_folders(
     s = pair.summary
     assert (s.pair, s.target_name, s.draft_name) == (
         models.GPU_DEFAULT_PAIR,
-        "Qwen2.5-Coder-7B-Instruct",
+        models.PAIRS[models.GPU_DEFAULT_PAIR].target.name,
         "Qwen2.5-Coder-0.5B-Instruct",
     )
     dtype = {"fp32": "float32", "4bit": "bfloat16"}[precision]
@@ -221,3 +221,15 @@ def test_a_named_pair_that_fails_to_load_raises(
     with pytest.raises(Exception, match="no-such-model"):
         models.load_pair(name, precision="fp32", device="cpu", cache=tmp_path / "cache")
     assert not (tmp_path / "cache").exists()  # the tiny pair was never built
+
+
+def test_the_gpu_default_is_the_pair_predicted_to_pay_with_eager_steps():
+    """docs/bench/dispatch.json (``bench --dispatch``): on a launch-bound GPU the embedded pair's
+    eager draft cannot pay (best K = 0), and the CUDA default is a pair whose can."""
+    import json
+    from pathlib import Path
+
+    report = json.loads((Path(__file__).parents[1] / "docs/bench/dispatch.json").read_text())
+    best = {p["pair"]: p["best"]["eager"] for p in report["pairs"]}
+    assert best[models.DEFAULT_PAIR][0] == 0
+    assert best[models.GPU_DEFAULT_PAIR][0] > 0 and best[models.GPU_DEFAULT_PAIR][1] > 1.05

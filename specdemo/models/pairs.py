@@ -18,7 +18,7 @@ import torch
 PRECISIONS = ("4bit", "bf16", "fp32")
 DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_PAIR = "qwen-coder"  # embedded, offline: the default on CPU or without the Hub
-GPU_DEFAULT_PAIR = "qwen-coder-7b"  # the default on CUDA with the Hub in reach
+GPU_DEFAULT_PAIR = "qwen-coder-14b"  # the default on CUDA with the Hub in reach
 DEFAULT_PRECISION = "4bit"
 ENV_PAIR, ENV_TARGET, ENV_DRAFT = "SPECDEMO_PAIR", "SPECDEMO_TARGET", "SPECDEMO_DRAFT"
 ENV_PRECISION, ENV_DEVICE, ENV_CACHE = "SPECDEMO_PRECISION", "SPECDEMO_DEVICE", "SPECDEMO_CACHE"

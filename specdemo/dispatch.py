@@ -1,0 +1,300 @@
+"""The dispatch cost model: at batch 1 on a datacenter GPU a step costs per layer, not parameter.
+
+``measure_depths`` times each architecture of ``ARCHS`` at its real depth but a tiny width on the
+running machine, where what is left is host-side dispatch, and counts the ops a pass dispatches
+(a proxy for kernel launches). ``predict`` turns those and each model's weight bytes into GPU step
+costs for every registered pair, eager and with a CUDA-graph-captured draft step, and into the
+speedup ``theory.StepCosts`` predicts from them; ``dispatch_report`` does both.
+"""
+
+import os
+import platform
+import re
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from specdemo.drafters import AUTO_HEAD_ROWS
+from specdemo.lm import forward
+from specdemo.models.pairs import PAIRS, ModelSpec, PairSpec
+from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS, pass_seconds, synthetic_context
+from specdemo.theory import StepCosts
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A Qwen2 architecture, as `transformers.Qwen2Config` keyword arguments."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+
+
+# The published configs (config.json) of Qwen/Qwen2.5-Coder-{size}-Instruct on the Hugging Face Hub.
+ARCHS = {
+    "0.5B": Arch(896, 24, 14, 2, 4864, 151936, True),
+    "1.5B": Arch(1536, 28, 12, 2, 8960, 151936, True),
+    "7B": Arch(3584, 28, 28, 4, 18944, 152064, False),
+    "14B": Arch(5120, 48, 40, 8, 13824, 152064, False),
+    "32B": Arch(5120, 64, 40, 8, 27648, 152064, False),
+}
+# The width every arch is measured at; only its depth is real.
+TINY_WIDTH = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2)
+TINY_WIDTH.update(intermediate_size=128, vocab_size=1024)
+
+# A launch-bound datacenter GPU, the H200. Assumed, not measured here:
+HBM_BYTES_PER_S = 4.8e12  # HBM3e, nominal (NVIDIA H200 datasheet), so device time is a floor
+KERNEL_FLOOR_S = 2.5e-6  # a tiny kernel run back to back with the next: 2-3 us (NVIDIA blog
+#   "Getting Started with CUDA Graphs", 2019: ~3 us per short kernel inside a graph on a V100)
+GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch of a captured draft step and its token read-back
+# Bytes a step reads, for a model loaded as specdemo loads it (``models.convert.bnb_config``):
+NF4_BYTES_PER_PARAM = 0.5 + 4 / 64  # 4-bit codes + an fp32 absmax per 64-weight block
+#   (bitsandbytes' default blocksize; bnb_config asks for no double quantisation)
+HALF_BYTES = 2  # bf16: norms, biases, the KV cache and the output head, which transformers
+#   leaves unquantised (quantizers/base.py, get_keys_to_not_convert) and which is read whole
+CONSTANTS = ("HBM_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S", "NF4_BYTES_PER_PARAM")
+
+# Per-token acceptance, greedy, measured on the embedded pair only (other pairs: assumed equal):
+ALPHA_MEASURED_ON = "qwen-coder"
+ALPHA_CODE = 0.82  # the 0.5B draft on code: median alpha/token over k = 1-4, docs/BENCHMARKS.md
+#   "Main run" (docs/bench/main.json)
+ALPHA_COPY = 0.70  # prompt lookup on the copy set: median alpha_per_token over k = 2, 4, 8,
+#   docs/bench/lookup.json (docs/BENCHMARKS.md "Prompt lookup on the copy set")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One depth at tiny width on the running machine, per width: seconds of a pass with a warm
+    KV cache, and the non-view ops it dispatches. A draft step is the width-1 pass: the
+    drafter's path (base model, then a cut head) differs from it by one Linear call."""
+
+    layers: int
+    host: dict[int, float]
+    kernels: dict[int, int]
+
+
+@dataclass(frozen=True)
+class PairCost:
+    """A pair's predicted GPU costs. host: measured seconds of a (target, draft) step; device:
+    predicted seconds on the GPU; c: t_draft / t_step, "eager" or "captured" (the draft step
+    only; the target runs eager); verify_cost[k]: a (k+1)-token pass in target steps; alpha per
+    prompt set; best["eager" | "captured" | "lookup"]: (K, speedup), K = 0 for plain steps."""
+
+    pair: str
+    target: str
+    draft: str
+    host: tuple[float, float]
+    device: tuple[float, float]
+    c: dict[str, float]
+    verify_cost: dict[int, float]
+    alpha: dict[str, float]  # "code": for the draft model; "copy": for prompt lookup
+    alpha_source: str  # "measured" on this pair, else "assumed" (the embedded pair's)
+    best: dict[str, tuple[int, float]]
+
+
+@dataclass(frozen=True)
+class DispatchReport:
+    machine: str
+    precision: str  # what the tiny-width models ran in
+    measured: dict[str, Measured]  # by arch name
+    pairs: list[PairCost]
+    constants: dict[str, float]
+
+
+def arch_of(spec: ModelSpec) -> str | None:
+    """The `ARCHS` name of a Qwen2.5-Coder model, read from its hub id or GGUF file name."""
+    name = spec.gguf.filename if spec.gguf else spec.source
+    found = re.search(r"qwen2\.5-coder-(\d+(?:\.\d+)?)b", name, re.IGNORECASE)
+    size = f"{found.group(1)}B" if found else None
+    return size if size in ARCHS else None
+
+
+def tiny_width_model(layers: int, four_bit: bool):
+    """A random Qwen2ForCausalLM of `layers` decoder layers at `TINY_WIDTH` on the CPU, NF4 if
+    `four_bit`."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from specdemo.models.convert import _quantize, quiet_transformers
+
+    config = Qwen2Config(num_hidden_layers=layers, max_position_embeddings=2048, **TINY_WIDTH)
+    with torch.device("cpu"):
+        model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
+    if four_bit:
+        with quiet_transformers():
+            model = _quantize(model)  # specdemo's own NF4 conversion
+    return model
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the ops dispatched inside it, except views, which launch no kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+@torch.inference_mode()
+def count_kernels(model, context: list[int], widths) -> dict[int, int]:
+    """Non-view ops of a pass over the last n tokens of `context` with the rest of it in a warm
+    KV cache, for each n in `widths`."""
+    _, cache = forward(model, context, None)
+    counts = {}
+    for n in widths:
+        with _OpCounter() as counter:
+            forward(model, context[-n:], cache, n_logits=n)
+        counts[n] = counter.ops
+        cache.crop(-n)
+    return counts
+
+
+def measure_depths(depths, widths, four_bit: bool, repeats: int = 3) -> dict[int, Measured]:
+    """{layers: Measured} for a tiny-width model of each depth. Each repeat times every depth in
+    turn (``profile.pass_seconds``, widths interleaved), so a busy moment of a shared machine
+    falls on all alike, and each width keeps its fastest repeat: dispatch has a floor that
+    contention only adds to. One intra-op thread, as dispatch runs on one host thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        models = {n: tiny_width_model(n, four_bit) for n in depths}
+        contexts = {n: synthetic_context(model) for n, model in models.items()}
+        samples = {n: [] for n in depths}
+        for _ in range(repeats):
+            for n, model in models.items():
+                samples[n].append(pass_seconds(model, contexts[n], widths, repeats=1))
+        host = {n: {w: min(s[w] for s in samples[n]) for w in widths} for n in depths}
+        kernels = {n: count_kernels(model, contexts[n], widths) for n, model in models.items()}
+    finally:
+        torch.set_num_threads(threads)
+    return {n: Measured(n, host[n], kernels[n]) for n in depths}
+
+
+def weight_bytes(arch: Arch, head_rows: int) -> float:
+    """Bytes of weights a step reads: NF4 linear layers, 16-bit biases and norms, and the 16-bit
+    output head's first `head_rows` rows (the input embedding reads one row per token)."""
+    h, f = arch.hidden_size, arch.intermediate_size
+    kv = arch.num_key_value_heads * h // arch.num_attention_heads
+    linear = 2 * h * h + 2 * h * kv + 3 * h * f  # q, o; k, v; gate, up, down
+    small = h + 2 * kv + 2 * h  # q, k, v biases; two RMSNorm scales
+    per_layer = linear * NF4_BYTES_PER_PARAM + small * HALF_BYTES
+    return arch.num_hidden_layers * per_layer + head_rows * h * HALF_BYTES
+
+
+def device_seconds(arch: Arch, kernels: int, head_rows: int, width: int) -> float:
+    """A pass's time on the GPU itself: weights and KV cache (PROFILE_CONTEXT tokens, as
+    ``profile`` times) at HBM bandwidth, plus a floor per kernel."""
+    kv = arch.num_key_value_heads * arch.hidden_size // arch.num_attention_heads
+    cache = arch.num_hidden_layers * 2 * kv * (PROFILE_CONTEXT + width) * HALF_BYTES
+    return (weight_bytes(arch, head_rows) + cache) / HBM_BYTES_PER_S + kernels * KERNEL_FLOOR_S
+
+
+def best_k(costs: StepCosts, alpha: float, ks=PROFILE_KS) -> tuple[int, float]:
+    """The K in `ks` of highest predicted speedup, or (0, 1.0) when plain steps are faster
+    (automatic K can always choose K = 0)."""
+    k = max(ks, key=lambda k: costs.speedup(alpha, k))
+    return (k, costs.speedup(alpha, k)) if costs.speedup(alpha, k) > 1.0 else (0, 1.0)
+
+
+def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -> PairCost | None:
+    """A pair's GPU costs: an eager pass takes the larger of its host time (measured) and its
+    device time; a captured draft step its device time and one replay. None when a model of
+    the pair has no measured arch."""
+    names = arch_of(pair.target), arch_of(pair.draft)
+    if not all(name in measured for name in names):
+        return None
+    (target, draft), (mt, md) = (ARCHS[n] for n in names), (measured[n] for n in names)
+    device = {w: device_seconds(target, n, target.vocab_size, w) for w, n in mt.kernels.items()}
+    eager = {w: max(mt.host[w], device[w]) for w in mt.host}
+    # the drafter's head: AUTO_HEAD_ROWS rows of a vocabulary over twice that (auto_head_rows)
+    rows = AUTO_HEAD_ROWS if draft.vocab_size > 2 * AUTO_HEAD_ROWS else draft.vocab_size
+    draft_device = device_seconds(draft, md.kernels[1], rows, 1)
+    verify = {k: eager[k + 1] for k in ks}
+    costs = {
+        "eager": StepCosts(eager[1], max(md.host[1], draft_device), verify),
+        "captured": StepCosts(eager[1], draft_device + GRAPH_REPLAY_S, verify),
+        "lookup": StepCosts(eager[1], 0.0, verify),
+    }
+    alpha = {"code": ALPHA_CODE, "copy": ALPHA_COPY}
+    return PairCost(
+        pair.name,
+        *names,
+        host=(mt.host[1], md.host[1]),
+        device=(device[1], draft_device),
+        c={how: costs[how].c for how in ("eager", "captured")},
+        verify_cost={k: costs["eager"].verify_cost(k) for k in ks},
+        alpha=alpha,
+        alpha_source="measured" if pair.name == ALPHA_MEASURED_ON else "assumed",
+        best={
+            how: best_k(s, alpha["copy" if how == "lookup" else "code"], ks)
+            for how, s in costs.items()
+        },
+    )
+
+
+def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS) -> list[PairCost]:
+    """`predict_pair` for every pair of `pairs` (default: the registered `PAIRS`) it covers."""
+    costs = (predict_pair(p, measured, ks) for p in (PAIRS if pairs is None else pairs).values())
+    return [c for c in costs if c is not None]
+
+
+def dispatch_report(repeats: int = 3) -> DispatchReport:
+    """Measure every depth of `ARCHS` on this machine's CPU, in 4-bit NF4 where bitsandbytes runs
+    (``models.load.four_bit_problem``) so that its wrappers' cost counts, else in bf16; then
+    predict the GPU costs of every registered pair."""
+    from specdemo.models.load import four_bit_problem
+
+    problem = four_bit_problem("cpu")
+    depths = sorted({arch.num_hidden_layers for arch in ARCHS.values()})
+    by_depth = measure_depths(depths, (1, *(k + 1 for k in PROFILE_KS)), not problem, repeats)
+    measured = {name: by_depth[arch.num_hidden_layers] for name, arch in ARCHS.items()}
+    cpu = f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores"
+    return DispatchReport(
+        machine=f"{cpu}, torch {torch.__version__}",
+        precision="4-bit NF4" if problem is None else f"bf16 (no 4-bit here: {problem})",
+        measured=measured,
+        pairs=predict(measured),
+        constants={name: globals()[name] for name in CONSTANTS},
+    )
+
+
+ARCH_HEAD = ("arch", "layers", "host ms, width 1 / 9", "kernels, width 1 / 9", "GB read")
+ARCH_HEAD += ("device ms, width 1",)
+PAIR_HEAD = ("pair", "target / draft", "host ms target / draft", "device ms target / draft")
+PAIR_HEAD += ("c eager", "c captured", "verify K=1/2/3/4 (target steps)", "alpha code / copy")
+PAIR_HEAD += ("best K eager", "best K, captured draft", "best K, lookup (copy)")
+
+
+def markdown(report: DispatchReport) -> str:
+    """The measured inputs per arch, then the predicted costs per pair, as Markdown tables."""
+    from specdemo.bench_report import table
+
+    def ms(*seconds: float) -> str:
+        return " / ".join(f"{1000 * s:.2f}" for s in seconds)
+
+    archs, pairs = [], []
+    for name, m in report.measured.items():
+        arch, last = ARCHS[name], max(m.host)
+        cells = (name, m.layers, ms(m.host[1], m.host[last]), f"{m.kernels[1]} / {m.kernels[last]}")
+        cells += (f"{weight_bytes(arch, arch.vocab_size) / 1e9:.2f}",)
+        cells += (ms(device_seconds(arch, m.kernels[1], arch.vocab_size, 1)),)
+        archs.append(dict(zip(ARCH_HEAD, cells, strict=True)))
+    for p in report.pairs:
+        verify = " / ".join(f"{p.verify_cost[k]:.2f}" for k in sorted(p.verify_cost)[:4])
+        cells = (p.pair, f"{p.target} / {p.draft}", ms(*p.host), ms(*p.device))
+        cells += (f"{p.c['eager']:.2f}", f"{p.c['captured']:.3f}", verify)
+        cells += (f"{p.alpha['code']:.2f} / {p.alpha['copy']:.2f} ({p.alpha_source})",)
+        cells += tuple(
+            "K={}: {:.2f}x".format(*p.best[how]) for how in ("eager", "captured", "lookup")
+        )
+        pairs.append(dict(zip(PAIR_HEAD, cells, strict=True)))
+    title = f"Measured here: {report.machine}, one thread, tiny-width models in {report.precision}"
+    lines = [title + ".", "", *table(archs, list(ARCH_HEAD)), "", *table(pairs, list(PAIR_HEAD))]
+    return "\n".join(lines)
