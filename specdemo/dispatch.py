@@ -119,14 +119,14 @@ def tiny_width_model(layers: int, four_bit: bool):
     `four_bit`."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from specdemo.models.convert import _quantize, quiet_transformers
+    from specdemo.models.convert import quantize, quiet_transformers
 
     config = Qwen2Config(num_hidden_layers=layers, max_position_embeddings=2048, **TINY_WIDTH)
     with torch.device("cpu"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
     if four_bit:
         with quiet_transformers():
-            model = _quantize(model)  # specdemo's own NF4 conversion
+            model = quantize(model)  # specdemo's own NF4 conversion
     return model
 
 

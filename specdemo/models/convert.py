@@ -79,7 +79,7 @@ def cached_model(
         with quiet_transformers():
             model, tokenizer = _float_model(spec, cache, progress)
             if kind == "4bit":
-                model = _quantize(model)
+                model = quantize(model)
             fix_generation_config(model, tokenizer)
             model.save_pretrained(partial)
             tokenizer.save_pretrained(partial)
@@ -142,7 +142,7 @@ def _retie_embeddings(model) -> None:
     model.tie_weights()
 
 
-def _quantize(model):
+def quantize(model):
     """NF4 copy of a float model, built from its state dict (no float checkpoint on disk)."""
     quantized = type(model).from_pretrained(
         None,
