@@ -215,6 +215,13 @@ def auto_head_rows(draft) -> int | None:
     return AUTO_HEAD_ROWS if vocab_size(draft) > 2 * AUTO_HEAD_ROWS else None
 
 
+def draft_head(draft) -> torch.nn.Linear | None:
+    """The output layer a drafter made by default uses: cut (``auto_head_rows``), or None for
+    the model's own."""
+    rows = auto_head_rows(draft)
+    return cut_head(draft, rows) if rows else None
+
+
 def make_drafter(
     kind: str,
     draft,

@@ -246,6 +246,66 @@ class Verdict:
         return self.n_accepted == self.k
 
 
+@dataclass(frozen=True)
+class Judged:
+    """Many independent rounds judged at once (``verify_many``), on the device: (B,) kept drafts
+    and next tokens (the resampled replacement, or the bonus when all k were kept), and (B, k)
+    p(x), q(x), min(1, p/q) and the uniforms; `next_dist` is the one round's (vocab,) residual
+    or p when B = 1, else None."""
+
+    n_accepted: torch.Tensor
+    next_token: torch.Tensor
+    p_x: torch.Tensor
+    q_x: torch.Tensor
+    accept_prob: torch.Tensor
+    u: torch.Tensor
+    next_dist: torch.Tensor | None = None
+
+
+def verify_many(
+    draft: torch.Tensor,
+    p: torch.Tensor,
+    p_rows: torch.Tensor,
+    q: torch.Tensor,
+    q_rows: torch.Tensor,
+    generator: torch.Generator | None = None,
+    rule: AcceptanceRule = EXACT,
+) -> Judged:
+    """B independent rounds' accept/resample step: the engine's one round (B = 1) and the
+    exactness lab's thousands of draws run this same code.
+
+    draft: (B, k) proposed tokens. Distributions are rows of shared tables, since draws from one
+    context share them: p (R, vocab_p) with p_rows (B, k + 1) naming each position's row (the
+    last for the bonus position), q (S, vocab_q) with q_rows (B, k). Draft x at position i is
+    kept with probability min(1, p(x)/q(x)); the first rejection is replaced by a sample from
+    max(0, p - q) / sum at that position, and a round that keeps all k earns a bonus from p.
+    Rows are sampled by group of draws sharing one (p row, q row), so memory stays at the tables.
+    """
+    batch, k = draft.shape
+    vocab = max(p.shape[-1], q.shape[-1])
+    p, q = pad_vocab(p, vocab), pad_vocab(q, vocab)
+    q = torch.cat([q, q.new_zeros(1, vocab)])  # the bonus position pairs p with q = 0
+    none = q.shape[0] - 1
+    q_rows = torch.cat([q_rows, q_rows.new_full((batch, 1), none)], 1)  # (B, k + 1)
+    p_x, q_x = p[p_rows[:, :k], draft], q[q_rows[:, :k], draft]  # (B, k)
+    accept_prob = acceptance_probs(p_x, q_x, rule)  # float64
+    u = torch.rand((batch, k), generator=generator, dtype=torch.float64, device=p.device)
+    rejected = torch.cat([u >= accept_prob, u.new_ones(batch, 1, dtype=torch.bool)], 1)
+    n = rejected.int().argmax(1)  # first rejection, or k when all pass (the appended sentinel)
+    p_at, q_at = p_rows.gather(1, n[:, None])[:, 0], q_rows.gather(1, n[:, None])[:, 0]  # (B,)
+    if batch == 1:  # the engine's round: no grouping, so no host sync before the verdict
+        next_dist = residual(p[p_at[0]], q[q_at[0]], rule)
+        next_token = sample(next_dist[None], generator)
+        return Judged(n, next_token, p_x, q_x, accept_prob, u, next_dist)
+    codes, group = torch.unique(p_at * q.shape[0] + q_at, return_inverse=True)
+    next_token = torch.empty(batch, dtype=torch.long, device=p.device)
+    for j, code in enumerate(codes.tolist()):
+        members = group == j
+        dist = residual(p[code // q.shape[0]], q[code % q.shape[0]], rule)
+        next_token[members] = sample(dist[None], generator, int(members.sum())).view(-1)
+    return Judged(n, next_token, p_x, q_x, accept_prob, u)
+
+
 def verify(
     draft: torch.Tensor,
     q: torch.Tensor | None,
@@ -253,7 +313,8 @@ def verify(
     generator: torch.Generator | None = None,
     rule: AcceptanceRule = EXACT,
 ) -> Verdict:
-    """One round's accept/resample step, vectorised over the k draft positions.
+    """One round's accept/resample step (``verify_many`` with one draw), vectorised over the k
+    draft positions.
 
     draft: (k,) proposed tokens; q: (k, vocab_q) draft probabilities, or None for a deterministic
     draft; p: (k+1, vocab_p) target probabilities, the last row for the bonus position.
@@ -264,17 +325,10 @@ def verify(
     valid = valid_rows(p) & (valid_rows(q) if q is not None else True)
     p = pad_vocab(p, vocab)
     q = one_hot_q(draft, vocab) if q is None else pad_vocab(q, vocab)
-    positions = torch.arange(k, device=p.device)
-    p_x, q_x = p[positions, draft], q[positions, draft]  # (k,)
-    accept_prob = acceptance_probs(p_x, q_x, rule)  # float64
-    u = torch.rand(k, generator=generator, dtype=torch.float64, device=p.device)
-    rejected = torch.cat([u >= accept_prob, torch.ones(1, dtype=torch.bool, device=p.device)])
-    n = rejected.int().argmax()  # first rejection, or k when all pass (the appended sentinel)
-    # The bonus row pairs p with q = 0, so residual() returns p itself there.
-    q_rows = torch.cat([q, q.new_zeros(1, vocab)])  # (k+1, vocab)
-    next_dist = residual(p[n], q_rows[n], rule)
-    next_token = sample(next_dist[None], generator)
-    parts = (valid, n, next_token, p_x, q_x, accept_prob, u)
+    rows = torch.arange(k + 1, device=p.device)[None]  # position i reads row i of p and q
+    judged = verify_many(draft[None], p, rows, q, rows[:, :k], generator, rule)
+    parts = (valid, judged.n_accepted, judged.next_token, judged.p_x, judged.q_x)
+    parts += (judged.accept_prob, judged.u)
     host = torch.cat([t.double().view(-1) for t in parts]).tolist()
     if not host[0]:
         raise ValueError("verify: a probability row of p or q was all zero or not finite")
@@ -285,7 +339,7 @@ def verify(
         q_x=host[3 + k : 3 + 2 * k],
         accept_prob=host[3 + 2 * k : 3 + 3 * k],
         u=host[3 + 3 * k :],
-        next_dist=next_dist,
+        next_dist=judged.next_dist,
         p=p,
         q=q,
     )
@@ -330,21 +384,17 @@ def first_token_samples(
     generator: torch.Generator | None = None,
     rule: AcceptanceRule = EXACT,
 ) -> torch.Tensor:
-    """n independent first tokens of a round through the accept/resample path, vectorised.
-
-    p, q: (vocab,) target and draft distributions at one position (q None: sample from p).
-    Draw x ~ q, keep it with probability min(1, p(x)/q(x)), else draw from the residual; under
-    the exact `rule` the result is distributed as p, which the app's exactness tab shows with
-    histograms (and a mistaken rule shows how far it strays).
-    """
+    """n independent first tokens of a round: x ~ q drafted as a drafter drafts it
+    (``draft_tokens``), then judged by ``verify_many``, the engine's own step, so under the exact
+    `rule` the result is distributed as p (the app's exactness tab shows it with histograms, and
+    a mistaken rule shows how far it strays). p, q: (vocab,) target and draft distributions at
+    one position (q None: sample from p)."""
     if not bool(valid_rows(p[None])) or (q is not None and not bool(valid_rows(q[None]))):
         raise ValueError("p and q must be probability rows with positive, finite mass")
     if q is None:
         return sample(p[None], generator, n)[0]
-    vocab = max(p.shape[-1], q.shape[-1])
-    p, q = pad_vocab(p, vocab), pad_vocab(q, vocab)
-    x = draft_tokens(q[None], generator, rule, n)[0]  # (n,)
-    u = torch.rand(n, generator=generator, dtype=torch.float64, device=p.device)
-    keep = u < acceptance_probs(p[x], q[x], rule)
-    fallback = sample(residual(p, q, rule)[None], generator, n)[0]
-    return torch.where(keep, x, fallback)
+    x = draft_tokens(q[None], generator, rule, n).view(-1)  # (n,)
+    # One judged position; the bonus row (p again) only matters to the second token.
+    rows = torch.zeros((n, 2), dtype=torch.long, device=p.device)
+    judged = verify_many(x[:, None], p[None], rows, q[None], rows[:, :1], generator, rule)
+    return torch.where(judged.n_accepted == 1, x, judged.next_token)

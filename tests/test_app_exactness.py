@@ -1,5 +1,6 @@
 """The live exactness check on the tiny pair: its bars are the target's p, its χ² has power."""
 
+import collections
 from types import SimpleNamespace
 
 import pytest
@@ -129,3 +130,47 @@ def test_greedy_check_measures_the_targets_top_two_gap_where_the_runs_part(pair,
         logits = pair.target(input_ids=ids).logits[0, -1].double()
     top = torch.topk(logits, 2).values
     assert check.margin == pytest.approx(float(top[0] - top[1]), abs=1e-4)
+
+
+def engine_pairs(pair, ids, config, k: int, n: int, rule) -> collections.Counter:
+    """The first two tokens of n generations by the engine itself (room for a third token, so
+    a round after a rejection still drafts, as in a longer answer)."""
+    from specdemo.drafters import make_drafter
+    from specdemo.engine import speculative_generate
+
+    generator, counts = make_generator(1, "cpu"), collections.Counter()
+    for _ in range(n):
+        drafter = make_drafter("model", pair.draft, config.sampling, generator, "cpu", rule=rule)
+        rounds = speculative_generate(pair.target, drafter, ids, k=k, sampling=config.sampling,
+                                      max_new_tokens=3, generator=generator, rule=rule)  # fmt: skip
+        tokens = [t for r in rounds for t in r.tokens]
+        counts[tuple(tokens[:2])] += 1
+    return counts
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_the_two_token_lab_draws_what_the_engine_emits(pair, k):
+    """Under always-accept the second token depends on K: the bonus from p at K = 1, a second
+    kept draft from q at K = 2. The lab's pairs match the engine's own first two tokens at each
+    K (two-sample χ² over the shown pairs), and differ between the two Ks (its power)."""
+    from scipy.stats import chi2_contingency
+
+    config = parse_run(PROMPT, temperature=1.0)
+    ids, rule, n = encode(pair, config), RULES["always-accept"], 3000
+    lab = {
+        kk: joint.measure_pairs(pair, ids, config.sampling, n, make_generator(0, "cpu"), rule, k=kk)
+        for kk in (1, 2)
+    }
+    engine = engine_pairs(pair, ids, config, k, n, rule)
+
+    def engine_counts(shown):
+        found = [engine[a, b] for a, b in shown]
+        return found + [n - sum(found)]
+
+    def p_value(lab_run):
+        lab_counts = [round(f * n) for f in lab_run.speculative]
+        columns = [c for c in zip(lab_counts, engine_counts(lab_run.shown), strict=True) if any(c)]
+        return chi2_contingency(columns).pvalue
+
+    assert p_value(lab[k]) > 1e-3
+    assert p_value(lab[3 - k]) < 1e-3

@@ -263,15 +263,16 @@ def test_stop_ends_a_forked_race_within_a_round(pair, forked):
     assert kind == "spec" and len(run.tokens) < config.max_new_tokens
 
 
-def test_the_readmes_zero_gpu_figures_are_the_budgets(zero_gpu):
-    """Every figure in README's quota paragraph, from gpu.py on the defaults (40-token prompt)."""
+def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
+    """Every figure in docs/INSTALL.md's quota paragraph, from gpu.py on the defaults (40-token
+    prompt)."""
     import re
     from pathlib import Path
 
     from specdemo.app.config import EXACT_DEFAULTS, SWEEP_DEFAULTS
 
-    readme = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
-    quotas = readme[readme.index("**Quotas.**") : readme.index("**Versions ZeroGPU accepts**")]
+    install = Path(__file__).resolve().parents[1].joinpath("docs/INSTALL.md").read_text()
+    quotas = install[install.index("**Quotas.**") : install.index("**Versions ZeroGPU accepts**")]
     quotas = re.sub(r"\s+", " ", quotas)
     ids = tuple(range(40))
     sweep = requests.Sweep(

@@ -14,6 +14,7 @@ from scipy.stats import chisquare
 
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.race import common_prefix, last, run_speculative, run_target
+from specdemo.drafters import draft_head
 from specdemo.engine import make_generator
 from specdemo.lm import forward
 from specdemo.sampling import (
@@ -52,9 +53,10 @@ class Exactness:
 
 
 @torch.inference_mode()
-def next_token_probs(model, ids: list[int], sampling: SamplingConfig) -> torch.Tensor:
-    """(vocab,) warped distribution of the token after `ids`: one forward pass."""
-    logits, _ = forward(model, ids, None)  # (1, vocab)
+def next_token_probs(model, ids: list[int], sampling: SamplingConfig, head=None) -> torch.Tensor:
+    """(vocab,) warped distribution of the token after `ids`: one forward pass (through `head`
+    instead of the model's output layer if given)."""
+    logits, _ = forward(model, ids, None, head=head)  # (1, vocab)
     return logits_to_probs(logits, sampling)[0]
 
 
@@ -64,7 +66,7 @@ def measure(
     """n draws of the first new token through `rule` and n direct ones, against the exact p."""
     ids = encode(pair, config)
     p = next_token_probs(pair.target, ids, config.sampling)
-    q = next_token_probs(pair.draft, ids, config.sampling)
+    q = next_token_probs(pair.draft, ids, config.sampling, draft_head(pair.draft))
     generator = generator or make_generator(config.seed, p.device)
     speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
@@ -140,6 +142,10 @@ def chi2_pvalue(counts: torch.Tensor, p: torch.Tensor) -> float:
     return float(chisquare(observed.tolist(), expected.tolist()).pvalue)
 
 
+ROUNDS = {  # how the first two tokens of a draw come out, by K (``joint.measure_pairs``)
+    1: "a kept draft earns the bonus from p",
+    2: "both drafts judged; from K = 2 on, later drafts cannot change the first two tokens",
+}
 SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p
 
 
@@ -158,7 +164,8 @@ def markdown(ex: Exactness, joint=None) -> str:
     if joint is not None:
         lines += [
             "",
-            f"**First two tokens, {joint.n:,} draws each** (the joint p(a)·p(b | a), "
+            f"**First two tokens, {joint.n:,} draws each**, rounds of K = {joint.k} "
+            f"({ROUNDS[joint.k]}; the joint p(a)·p(b | a), "
             f"{joint.first_tokens} distinct first tokens): speculative p-value "
             f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
         ]

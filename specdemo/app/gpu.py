@@ -107,16 +107,18 @@ def race_seconds(config, prompt_tokens: int, with_target: bool = True) -> float:
 
 def first_tokens(n: int, temperature: float) -> int:
     """The distinct first tokens the exactness check pays a second-token pass for: the likely
-    ones it always shows, and at most one per draw (two sets of n), up to MAX_FIRST_TOKENS;
-    greedy draws have one."""
-    return EXACT_FIRSTS + (1 if temperature == 0 else min(2 * n, MAX_FIRST_TOKENS))
+    ones it always shows, and at most one per draw (drafted, direct or resampled), up to
+    MAX_FIRST_TOKENS in all (``joint.measure_pairs`` refuses more); greedy draws have two at
+    most (the draft's argmax, and the target's when the draft's is rejected)."""
+    return EXACT_FIRSTS + (2 if temperature == 0 else min(3 * n, MAX_FIRST_TOKENS))
 
 
 def exactness_seconds(config, n: int, prompt_tokens: int) -> float:
     """The exactness check: two prompt passes and 2n draws of the first token, a batched pass
     of both models per joint.BATCH distinct first tokens and their second-token draws, then the
     greedy check's two runs."""
-    batches = math.ceil(first_tokens(n, config.temperature) / BATCH)
+    # The second rounds (draws whose first draft was rejected) start a batch of their own.
+    batches = math.ceil(first_tokens(n, config.temperature) / BATCH) + 1
     joint = batches * BATCH_STEPS * (T_STEP + T_DRAFT) + 4 * n * DRAW_SECONDS
     prompts = prefill_seconds(prompt_tokens) + prefill_seconds(prompt_tokens, T_DRAFT)
     greedy = speculative_seconds(GREEDY_CHECK_TOKENS, config.k, prompt_tokens=prompt_tokens)

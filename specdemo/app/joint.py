@@ -1,28 +1,30 @@
 """Exactness beyond the first token: the joint distribution of the first two new tokens.
 
-Each draw's first token goes through one round's accept/resample step, exactly as in
-``exactness.measure``; its second token comes from the next draft position judged against the
-target's p given that first token, with the same rule. That holds whether the first draft was
-kept (the round's second draft is judged next) or replaced (the next round drafts afresh after
-it): either way a draft from q(· | first) meets p(· | first). Draws are grouped by their first
-token, so each distinct first token costs one batched position of each model, not one pass per
-draw; the exact joint is p(a) · p(b | a), from the same passes.
+Each draw runs the engine's rounds through ``sampling.verify_many``: round one drafts from the
+prompt as a drafter does (a second draft from q(· | first draft) when K ≥ 2) and is judged
+against p; at K = 1 a kept draft earns the bonus from p(· | first). A draw whose round kept no
+draft has its second token from a fresh round drafting after its resampled first token. Draws
+are grouped by first token, so each distinct first token costs one batched position of each
+model, not one pass per draw; the exact joint is p(a) · p(b | a), from the same passes. The
+draft's q comes from the head the drafter ships (``drafters.draft_head``).
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from specdemo.app.exactness import MIN_EXPECTED, chi2_pvalue
+from specdemo.drafters import draft_head
 from specdemo.lm import forward
 from specdemo.sampling import (
     EXACT,
     AcceptanceRule,
     SamplingConfig,
-    first_token_samples,
+    draft_tokens,
     logits_to_probs,
     pad_vocab,
+    verify_many,
 )
 from specdemo.text import token_text
 
@@ -44,17 +46,100 @@ class JointExactness:
     p_value_speculative: float  # χ² over every pair expected ≥ 5 times, the rest pooled
     p_value_direct: float
     first_tokens: int  # distinct first tokens: batched positions each model ran
+    k: int = 2  # drafts a round: 1 (a kept draft earns the bonus) or 2 (two judged)
+    shown: list[tuple[int, int]] | None = None  # the token ids of the labelled pairs
 
 
 @torch.inference_mode()
-def probs_after(model, cache, firsts: list[int], sampling: SamplingConfig) -> torch.Tensor:
+def probs_after(model, cache, firsts: list[int], sampling: SamplingConfig, head=None):
     """(len(firsts), vocab) warped distributions of the token after the prompt in `cache` and
     then a, for each first token a: one batched step, the prompt's cache copied per row."""
     grown = copy.deepcopy(cache)
     grown.batch_repeat_interleave(len(firsts))
     tokens = torch.tensor(firsts, dtype=torch.long, device=model.device)[:, None]
-    out = model(input_ids=tokens, cache=grown, use_cache=True, logits_to_keep=1)
-    return logits_to_probs(out.logits[:, -1], sampling)
+    if head is None:
+        out = model(input_ids=tokens, cache=grown, use_cache=True, logits_to_keep=1)
+        return logits_to_probs(out.logits[:, -1], sampling)
+    hidden = model.base_model(input_ids=tokens, cache=grown, use_cache=True).last_hidden_state
+    return logits_to_probs(head(hidden[:, -1]), sampling)
+
+
+def too_many(count: int, limit: int | None) -> None:
+    if limit is not None and count > limit:
+        raise ValueError(
+            f"The draws began with {count:,} different first tokens, more than the "
+            f"{limit:,} this Space's GPU budget pays a second-token pass for: lower "
+            "the temperature or top-p, or N."
+        )
+
+
+class Rows:
+    """Second-token rows of both models after the prompt and one first token, a batch at a time:
+    ``rows(batch)`` gives (p1 and the batch's p(· | a)) and (q1 and q(· | a)) as the tables
+    ``verify_many`` reads, row 1 + j for the batch's j-th token."""
+
+    def __init__(self, pair, ids: list[int], sampling: SamplingConfig):
+        self.pair, self.sampling, self.head = pair, sampling, draft_head(pair.draft)
+        (self.p1, self.target_cache), (self.q1, self.draft_cache) = (
+            prompt_step(pair.target, ids, sampling),
+            prompt_step(pair.draft, ids, sampling, self.head),
+        )
+        self.vocab = max(self.p1.shape[-1], self.q1.shape[-1])
+
+    def rows(self, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        p2 = probs_after(self.pair.target, self.target_cache, batch, self.sampling)
+        q2 = probs_after(self.pair.draft, self.draft_cache, batch, self.sampling, self.head)
+        return tuple(
+            torch.cat([pad_vocab(first[None], self.vocab), pad_vocab(second, self.vocab)])
+            for first, second in ((self.p1, p2), (self.q1, q2))
+        )
+
+
+def index_in(values: torch.Tensor, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which of `values` lie in the sorted `batch`, and each one's position there."""
+    keys = torch.tensor(batch, dtype=torch.long, device=values.device)
+    where = torch.searchsorted(keys, values).clamp_max(len(batch) - 1)
+    members = keys[where] == values
+    return members, where[members]
+
+
+def drafts(q: torch.Tensor, row: torch.Tensor, generator, rule) -> torch.Tensor:
+    """One draft token per draw from its row of q, as a drafter draws (``draft_tokens``)."""
+    x = torch.empty_like(row)
+    for j in torch.unique(row).tolist():
+        at = row == j
+        x[at] = draft_tokens(q[j][None], generator, rule, int(at.sum())).view(-1)
+    return x
+
+
+def round_one(x1, tables, row, k: int, generator, rule):
+    """Round one of draws whose first draft x1 has its p(· | x1), q(· | x1) in row `row` of
+    `tables`: the (first, second) tokens it emits, second -1 where it kept no draft (the next
+    round decides it)."""
+    p, q = tables
+    prompt = torch.zeros_like(row)  # row 0: p and q after the prompt
+    if k >= 2:  # a second draft from q(· | x1), judged against p(· | x1); a third token unused
+        draft = torch.stack([x1, drafts(q, row, generator, rule)], 1)
+        p_rows, q_rows = torch.stack([prompt, row, row], 1), torch.stack([prompt, row], 1)
+    else:  # K = 1: a kept draft earns the bonus from p(· | x1)
+        draft, p_rows, q_rows = x1[:, None], torch.stack([prompt, row], 1), prompt[:, None]
+    judged = verify_many(draft, p, p_rows, q, q_rows, generator, rule)
+    kept, following = judged.n_accepted, judged.next_token
+    first = torch.where(kept >= 1, x1, following)
+    second = torch.where(kept == 1, following, torch.full_like(following, -1))
+    if k >= 2:
+        second = torch.where(kept == 2, draft[:, 1], second)
+    return first, second
+
+
+def round_two(tables, row, generator, rule):
+    """A fresh round after each resampled first token, whose rows are `row`: its first token."""
+    p, q = tables
+    x = drafts(q, row, generator, rule)
+    judged = verify_many(
+        x[:, None], p, torch.stack([row, row], 1), q, row[:, None], generator, rule
+    )
+    return torch.where(judged.n_accepted == 1, x, judged.next_token)
 
 
 @torch.inference_mode()
@@ -66,60 +151,69 @@ def measure_pairs(
     generator,
     rule: AcceptanceRule = EXACT,
     max_first_tokens: int | None = None,
+    k: int = 2,
 ) -> JointExactness:
-    """n speculative and n direct draws of the first two new tokens, against the exact joint.
-    Memory stays at one batch of rows whatever the number of distinct first tokens; their
-    count, which sets the time, is refused above `max_first_tokens` (a ZeroGPU call's budget)
-    right after the first draws, before any second-token pass."""
-    (p1, target_cache), (q1, draft_cache) = (
-        prompt_step(model, ids, sampling) for model in (pair.target, pair.draft)
-    )
-    vocab = max(p1.shape[-1], q1.shape[-1])
-    first = {
-        "speculative": first_token_samples(p1, q1, n, generator, rule),
-        "direct": torch.multinomial(p1, n, replacement=True, generator=generator),
-    }
-    second = {name: torch.empty_like(draws) for name, draws in first.items()}
-    p1 = pad_vocab(p1, vocab).double()
+    """n speculative draws of the first two new tokens with K = `k` drafts a round (only the
+    first two positions can decide them, so K > 2 judges as K = 2), and n direct ones, against
+    the exact joint. Memory stays at one batch of rows whatever the number of distinct first
+    tokens; their count, which sets the time, is refused above `max_first_tokens` (a ZeroGPU
+    call's budget) before any second-token pass, and again before the second rounds."""
+    if k < 1:
+        raise ValueError("the two-token check needs K >= 1 drafts a round")
+    rows = Rows(pair, ids, sampling)
+    vocab = rows.vocab
+    x1 = draft_tokens(rows.q1[None], generator, rule, n).view(-1)  # (n,) round one's drafts
+    direct1 = torch.multinomial(rows.p1, n, replacement=True, generator=generator)
+    p1 = pad_vocab(rows.p1, vocab).double()
     p1 = p1 / p1.sum()
     # A pair expected MIN_EXPECTED times has a first token expected at least as often: each such
     # first token gets its second-token pass, drawn or not, so the χ² bins depend on p and n alone.
     often = (p1 * n >= MIN_EXPECTED).nonzero().view(-1)
     likely = torch.topk(p1, min(EXACT_FIRSTS, vocab)).indices
-    firsts = torch.unique(torch.cat([*first.values(), likely, often])).tolist()
-    if max_first_tokens is not None and len(firsts) > max_first_tokens:
-        raise ValueError(
-            f"The draws began with {len(firsts):,} different first tokens, more than the "
-            f"{max_first_tokens:,} this Space's GPU budget pays a second-token pass for: lower "
-            "the temperature or top-p, or N."
-        )
+    firsts = torch.unique(torch.cat([x1, direct1, likely, often])).tolist()
+    too_many(len(firsts), max_first_tokens)
+    first = {"speculative": torch.empty_like(x1), "direct": direct1}
+    second = {name: torch.empty_like(x1) for name in first}
     tested, candidates = [], []  # (codes a * vocab + b, exact probabilities) per first token
     for start in range(0, len(firsts), BATCH):
         batch = firsts[start : start + BATCH]
-        p2 = pad_vocab(probs_after(pair.target, target_cache, batch, sampling), vocab)
-        q2 = pad_vocab(probs_after(pair.draft, draft_cache, batch, sampling), vocab)
+        tables = rows.rows(batch)
+        drawn, position = index_in(x1, batch)
+        if len(position):
+            first["speculative"][drawn], second["speculative"][drawn] = round_one(
+                x1[drawn], tables, 1 + position, k, generator, rule
+            )
+        # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
+        drawn, position = index_in(direct1, batch)
+        drawn = drawn.nonzero().view(-1)
+        for j in torch.unique(position).tolist():
+            at = drawn[position == j]
+            row = tables[0][1 + j]
+            second["direct"][at] = torch.multinomial(row, len(at), True, generator=generator)
         for j, a in enumerate(batch):
-            for name, draws in first.items():
-                mask = draws == a
-                count = int(mask.sum())
-                if not count:
-                    continue
-                if name == "speculative":
-                    second[name][mask] = first_token_samples(p2[j], q2[j], count, generator, rule)
-                else:
-                    second[name][mask] = torch.multinomial(p2[j], count, True, generator=generator)
-            joint = p1[a] * p2[j].double() / p2[j].double().sum()  # p(a) p(b | a)
-            kept = (joint * n >= MIN_EXPECTED).nonzero().view(-1)  # pairs with their own bin
+            p2 = tables[0][1 + j].double()
+            joint = p1[a] * p2 / p2.sum()  # p(a) p(b | a)
+            kept = (joint * n >= MIN_EXPECTED).nonzero().view(-1)  # pairs with own bins
             tested.append((a * vocab + kept, joint[kept]))
             top = torch.topk(joint, 12).indices
             candidates.append((a * vocab + top, joint[top]))
+    # Draws whose first round kept no draft: their first token was resampled; a next round drafts.
+    pending = (second["speculative"] < 0).nonzero().view(-1)
+    resampled = torch.unique(first["speculative"][pending]).tolist()
+    too_many(len(firsts) + len(resampled), max_first_tokens)
+    for start in range(0, len(resampled), BATCH):
+        batch = resampled[start : start + BATCH]
+        drawn, position = index_in(first["speculative"][pending], batch)
+        at = pending[drawn]
+        second["speculative"][at] = round_two(rows.rows(batch), 1 + position, generator, rule)
     codes = {name: first[name] * vocab + second[name] for name in first}
-    return summarise(pair.tokenizer, vocab, n, codes, tested, candidates, len(firsts))
+    result = summarise(pair.tokenizer, vocab, n, codes, tested, candidates, len(firsts))
+    return replace(result, k=min(k, 2))
 
 
-def prompt_step(model, ids: list[int], sampling: SamplingConfig):
+def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):
     """The warped next-token distribution after the prompt, and the prompt's KV cache."""
-    logits, cache = forward(model, ids, None)
+    logits, cache = forward(model, ids, None, head=head)
     return logits_to_probs(logits, sampling)[0], cache
 
 
@@ -153,6 +247,7 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
     ]
     return JointExactness(
         labels=labels + ["(other)"],
+        shown=[divmod(c, vocab) for c in shown_codes.tolist()],
         p=exact,
         speculative=result["speculative"][0],
         direct=result["direct"][0],

@@ -55,8 +55,16 @@ def run_exactness(pair, request: Exactness) -> list:
     with user_errors():
         generator = make_generator(config.seed, pair.target.device)
         ex = exact.measure(pair, config, n, rule=rule, generator=generator)
+        k = config.k if isinstance(config.k, int) else 2  # automatic K: its first rounds
         pairs = joint.measure_pairs(
-            pair, list(request.ids), config.sampling, n, generator, rule, request.max_first_tokens
+            pair,
+            list(request.ids),
+            config.sampling,
+            n,
+            generator,
+            rule,
+            request.max_first_tokens,
+            k,
         )
         check = exact.greedy_check(pair, config)
     return [
