@@ -50,6 +50,12 @@ def draft_seconds(
     """Median seconds of one draft step as a drafter runs it: `step` mode (``draft_step``;
     a graph is captured in the warm-up round; None: $SPECDEMO_DRAFT_STEP), `head` for its output
     layer."""
+    return timed_draft_step(draft, context, head, step, repeats)[0]
+
+
+def timed_draft_step(draft, context: list[int], head, step: str | None, repeats: int = 5):
+    """(median seconds, the step object) of ``draft_seconds``: its kind and, for a graph, any
+    capture problem say what ran."""
     runner = make_draft_step(draft, head, step)
     runner.fits(len(context) + 1)
     runner.run(context)
@@ -59,7 +65,7 @@ def draft_seconds(
         runner.run(context[-1:])
         times.append(clock.lap())
         runner.crop(1)
-    return statistics.median(times[1:])
+    return statistics.median(times[1:]), runner
 
 
 def measure_costs(
@@ -88,6 +94,23 @@ def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eag
         head = cut_head(draft, head_rows) if head_rows else None
         measured[key] = draft_seconds(draft, synthetic_context(target, draft), head, step)
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
+
+
+@torch.inference_mode()
+def captured_draft_seconds(target, draft, head_rows: int | None = None) -> float | None:
+    """On CUDA, the seconds of this draft's step replayed from a CUDA graph (``draft_step``),
+    measured once per draft and head, for the cost model's "captured" lever; None off CUDA or
+    when the step could not be captured."""
+    if torch.device(draft.device).type != "cuda":
+        return None
+    measured = _profiles.setdefault(target, {})
+    key = (id(draft), head_rows, "captured")
+    if key not in measured:
+        head = cut_head(draft, head_rows) if head_rows else None
+        context = synthetic_context(target, draft)
+        seconds, runner = timed_draft_step(draft, context, head, "graph")
+        measured[key] = None if runner.problem else seconds
+    return measured[key]
 
 
 def synthetic_context(*models) -> list[int]:

@@ -9,7 +9,7 @@ a run's time went and how often each draft position was kept.
 """
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import mean
 
 from specdemo.theory import StepCosts, expected_speedup
@@ -59,6 +59,9 @@ class Curves:
     costs: StepCosts  # the group's mean costs
     textbook: dict[int, float]  # K -> E[tokens per pass] / (c*K + 1), K in K_AXIS
     predicted: dict[int, float]  # K -> StepCosts.speedup, for each K with a measured verify
+    # The same with the draft step replayed from a CUDA graph, where that step was measured.
+    captured: dict[int, float] | None = None
+    captured_c: float | None = None
 
     @property
     def best_k(self) -> int:
@@ -81,12 +84,16 @@ def group_curves(key: tuple, group: list[dict]) -> Curves | None:
         t_verify={k: mean(c.t_verify[k] for _, c in measured) for k in ks},
     )
     alpha = min(mean(r["alpha_per_token"] for r, _ in measured), 1.0)
+    captured = [t for r, _ in measured if (t := r.get("cost_t_draft_captured"))]
+    lever = replace(costs, t_draft=mean(captured)) if captured and costs.t_draft else None
     return Curves(
         name=group_name(key),
         alpha=alpha,
         costs=costs,
         textbook={k: expected_speedup(alpha, k, costs.c) for k in K_AXIS},
         predicted={k: costs.speedup(alpha, k) for k in ks},
+        captured={k: lever.speedup(alpha, k) for k in ks} if lever else None,
+        captured_c=lever.c if lever else None,
     )
 
 
@@ -143,10 +150,14 @@ def layers_sentence(run: dict) -> str:
     )
     if run.get("draft_step") == "graph":
         return sentence + ", its step replayed from one captured CUDA graph."
-    return sentence + (
+    sentence += (
         f" ({draft / target:.2f} by layer count); a draft step captured as a CUDA graph "
-        "(SPECDEMO_DRAFT_STEP=graph) launches all its kernels in one call."
+        "(SPECDEMO_DRAFT_STEP=graph) launches all its kernels in one call"
     )
+    captured = run.get("cost_t_draft_captured")
+    if captured:
+        return sentence + f", and measured here costs {captured / t_step:.2f} of a target step."
+    return sentence + "."
 
 
 def load_note(run: dict) -> str:

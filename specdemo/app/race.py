@@ -24,6 +24,7 @@ from specdemo.engine import (
     speculative_generate,
 )
 from specdemo.policy import Acceptance
+from specdemo.profile import captured_draft_seconds
 from specdemo.records import Stats
 from specdemo.render import round_spans
 from specdemo.text import Detokenizer
@@ -65,6 +66,7 @@ class SpecRun:
     device: str = ""  # where the pair ran: "cpu", "cuda:0"
     layers: tuple[int, int] | None = None  # decoder layers of the target and of the draft model
     draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
+    captured_t_draft: float | None = None  # on CUDA, an eager draft's step replayed as a graph
     measured_at: float | None = None  # set when answered from the record: when it was measured
 
     @property
@@ -122,6 +124,8 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     model = draft_model_of(drafter)
     run.device, run.draft_step = str(device), model.step.kind if model else ""
     run.layers = (pair.target.config.num_hidden_layers, pair.draft.config.num_hidden_layers)
+    if model is not None and model.step.kind == "eager":  # the lever the cost model shows
+        run.captured_t_draft = captured_draft_seconds(pair.target, model.model, model.head_rows)
     rounds = speculative_generate(
         pair.target,
         drafter,
@@ -257,6 +261,7 @@ def explaining(spec: SpecRun, target: TargetRun) -> dict:
         "target_layers": spec.layers[0] if spec.layers else None,
         "draft_layers": spec.layers[1] if spec.layers else None,
         "draft_step": spec.draft_step,
+        "cost_t_draft_captured": spec.captured_t_draft,
     }
 
 
