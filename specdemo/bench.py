@@ -21,8 +21,8 @@ import torch
 from tqdm import tqdm
 
 from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
-from specdemo.drafters import auto_head_rows, draft_model_of, make_drafter
-from specdemo.engine import make_generator, speculative_generate
+from specdemo.drafters import auto_head_rows, make_drafter
+from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import Stopwatch, cut_head
 from specdemo.profile import measure_costs
 from specdemo.records import Stats
@@ -87,7 +87,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
     )
     stats = Stats()
     # The drafter may call the draft's base model and its own cut head instead of the whole model.
-    model = draft_model_of(drafter)
+    model = drafter.draft_model
     heads = [model.head] if model is not None and model.head is not None else []
     timer = ForwardTimer(pair.target.device, pair.target, pair.draft, pair.draft.base_model, *heads)
     try:
@@ -95,7 +95,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
             pair.target,
             drafter,
             input_ids,
-            k=k,
+            k=resolve_k(k, pair.target, drafter),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,

@@ -41,7 +41,7 @@ def load(args, quiet: bool = False):
 
 def cmd_generate(args) -> int:
     from specdemo.drafters import make_drafter
-    from specdemo.engine import make_generator, speculative_generate
+    from specdemo.engine import make_generator, resolve_k, speculative_generate
     from specdemo.records import Stats
     from specdemo.render import ansi, legend_ansi, round_spans
     from specdemo.sampling import SamplingConfig
@@ -71,7 +71,7 @@ def cmd_generate(args) -> int:
         pair.target,
         drafter,
         input_ids,
-        k=args.k,
+        k=resolve_k(args.k, pair.target, drafter),
         sampling=sampling,
         max_new_tokens=args.max_new_tokens,
         generator=generator,

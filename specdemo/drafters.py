@@ -1,11 +1,12 @@
 """Drafters: who proposes the k tokens the target then verifies.
 
-A drafter has two methods: ``sources(context)`` says who can propose after this context ("model",
-"lookup" or both, its own preference first, so automatic K can price each), and
-``propose(context, k, source=None) -> Proposal`` returns up to k tokens from `source` (or the
-preferred one), their draft probabilities q (None for a deterministic proposal, whose q is
-one-hot), the draft model steps it took and the source. The
-context passed to successive calls only grows (a new generation gets a new drafter); a model
+A drafter has two methods and an attribute: ``sources(context)`` says who can propose after
+this context ("model", "lookup" or both, its own preference first, so automatic K can price
+each); ``propose(context, k, source=None) -> Proposal`` returns up to k tokens from `source` (or
+the preferred one), their draft probabilities q (None for a deterministic proposal, whose q is
+one-hot), the draft model steps it took and the source; ``draft_model`` is the part that runs a
+draft model (its head and step mode price a round), or None. The context passed to successive
+calls only grows (a new generation gets a new drafter); a model
 drafter keeps its KV cache in step with it, and nothing outside touches it. Three drafters: the
 draft model, prompt lookup (an n-gram index grown with the context) and the hybrid of the two.
 """
@@ -35,6 +36,10 @@ class Proposal:
 
 
 class Drafter(Protocol):
+    # The part that runs a draft model (itself, a hybrid's, or None for prompt lookup): what
+    # pricing a round needs (``engine.profile_of``).
+    draft_model: "ModelDrafter | None"
+
     def sources(self, context: list[int]) -> tuple[str, ...]: ...
 
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal: ...
@@ -69,6 +74,10 @@ class ModelDrafter:
         self.step = make_draft_step(model, self.head, step)
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)
+
+    @property
+    def draft_model(self) -> "ModelDrafter":
+        return self
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         return ("model",)
@@ -162,6 +171,7 @@ class LookupDrafter:
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, device: str | torch.device = "cpu"):
         self.max_ngram, self.min_ngram, self.device = max_ngram, min_ngram, device
         self.index = NgramIndex(max_ngram, min_ngram)
+        self.draft_model = None
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         return ("lookup",)
@@ -192,6 +202,7 @@ class HybridDrafter:
 
     def __init__(self, model_drafter: ModelDrafter, lookup: LookupDrafter):
         self.model_drafter, self.lookup = model_drafter, lookup
+        self.draft_model = model_drafter
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         """A copy when there is a match (the model can still draft instead), else the model."""
@@ -201,13 +212,6 @@ class HybridDrafter:
         if (source or self.sources(context)[0]) == "lookup":
             return self.lookup.propose(context, k)
         return self.model_drafter.propose(context, k)
-
-
-def draft_model_of(drafter) -> ModelDrafter | None:
-    """The part of a drafter that runs a draft model (itself, or a hybrid's), if any."""
-    if isinstance(drafter, HybridDrafter):
-        return drafter.model_drafter
-    return drafter if isinstance(drafter, ModelDrafter) else None
 
 
 def auto_head_rows(draft) -> int | None:

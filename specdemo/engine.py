@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specdemo.defaults import DEFAULTS, default_drafter
-from specdemo.drafters import Drafter, Proposal, draft_model_of, make_drafter
+from specdemo.drafters import Drafter, Proposal, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
@@ -25,10 +25,10 @@ from specdemo.sampling import (
     logits_to_probs,
     next_token,
     resolve_rule,
-    top_tokens,
     verify,
     verify_greedy,
 )
+from specdemo.theory import StepCosts
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
 
@@ -80,7 +80,7 @@ class _Stopper:
         )
 
 
-def check_draft(draft: list[int], vocab: int) -> None:
+def check_draft(draft: list[int], vocab: int) -> list[int]:
     """Draft ids must be ids the target can score; raise before the target sees them."""
     bad = [t for t in draft if not 0 <= t < vocab]
     if bad and min(bad) < 0:
@@ -90,6 +90,7 @@ def check_draft(draft: list[int], vocab: int) -> None:
             f"the draft proposed token id {bad[0]}, outside the target's vocabulary of {vocab:,}: "
             "target and draft must share a tokenizer"
         )
+    return draft
 
 
 def verify_round(
@@ -115,7 +116,7 @@ def speculative_generate(
     drafter: Drafter,
     input_ids: list[int] | torch.Tensor,
     *,
-    k: int | str | AutoK = DEFAULTS["k"],
+    k: int | AutoK,
     sampling: SamplingConfig = DEFAULT_SAMPLING,
     max_new_tokens: int = DEFAULTS["max_new_tokens"],
     generator: torch.Generator | None = None,
@@ -129,75 +130,70 @@ def speculative_generate(
 
     The target's KV cache holds every token but the last emitted one; each round feeds that
     token plus the k drafts in one pass, giving p for k+1 positions, then crops the cache by
-    the k - n rejected drafts. `k` is a number of drafts per round, or "auto" or a policy
-    (``AutoK``) that chooses it before each round from the rounds so far. `rule` is the
+    the k - n rejected drafts. `k` is a number of drafts per round or a policy (``AutoK``, see
+    ``auto_k``) that chooses it before each round from the rounds so far. `rule` is the
     acceptance rule (``sampling.RULES``: the exact one, or a classic mistake for teaching; the
-    drafter must have been made with the same rule). `on_verdict`, if given, sees each round's
-    ``Verdict`` before its Round is yielded, with the rows of p and q the rule judged (the
-    step-through's microscope draws them); a Round keeps only the judged tokens' numbers.
+    drafter must have been made with the same rule). `stats`, if given, and the policy observe
+    every round; `on_verdict` sees each round's ``Verdict`` before its Round is yielded, with
+    the rows of p and q the rule judged (the step-through's microscope draws them).
     """
     context = as_list(input_ids)
+    policy = check_k(k)
     if not context:
         raise ValueError("input_ids must hold at least one token")
-    k = resolve_k(k, target, drafter)
-    policy = k if isinstance(k, AutoK) else None
-    if policy is None and k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     stats = stats if stats is not None else Stats()
     stats.k = "auto" if policy else k
+    observers = [stats.add] + ([policy.update] if policy else [])
     if not max_new_tokens:
         return
-    vocab = vocab_size(target)
-    clock = Stopwatch(target.device)
-    cache = None
-    if len(context) > 1:
-        _, cache = forward(target, context[:-1], cache)
-        stats.target_passes += 1
+    vocab, clock = vocab_size(target), Stopwatch(target.device)
+    cache = prefill(target, context, stats)
     stats.prefill_time = clock.lap()
-
     while True:
         clock.lap()  # the time the caller held the generator is not this round's
-        # k drafts + 1 target token never need to exceed what is left to generate.
         source, wanted = policy.choose_source(drafter.sources(context)) if policy else (None, k)
-        k_asked = min(wanted, stopper.room - 1)
+        k_asked = min(wanted, stopper.room - 1)  # k drafts + 1 target token fit what is left
         proposal = drafter.propose(context, k_asked, source)
-        draft = proposal.tokens.tolist()
-        check_draft(draft, vocab)
+        draft = check_draft(proposal.tokens.tolist(), vocab)
         draft_time = clock.lap()
         verdict, cache = verify_round(
             target, cache, context[-1], proposal, sampling, generator, rule
         )
-        verify_time = clock.lap()
         if on_verdict is not None:
             on_verdict(verdict)
-        n = verdict.n_accepted
-        tokens, finished = stopper.cut(draft[:n] + [verdict.next_token])
-        record = Round(
-            draft=draft,
-            n_accepted=n,
-            next_token=verdict.next_token,
-            p_x=verdict.p_x,
-            q_x=verdict.q_x,
-            accept_prob=verdict.accept_prob,
-            u=verdict.u,
-            residual_top=top_tokens(verdict.next_dist),
-            tokens=tokens,
-            draft_time=draft_time,
-            verify_time=verify_time,
-            draft_steps=proposal.steps,
-            finished=finished,
-            k_asked=k_asked,
-            source=proposal.source,
-        )
-        stats.add(record)
-        if policy:
-            policy.update(record)
-        stats.wall_time = clock.total()
+        tokens, finished = stopper.cut(draft[: verdict.n_accepted] + [verdict.next_token])
+        r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
+                         clock.lap())  # fmt: skip
+        for observe in observers:
+            observe(r)
         context += tokens
-        yield record
+        stats.wall_time = clock.total()
+        yield r
         if finished:
             return
+
+
+def check_k(k: int | AutoK) -> AutoK | None:
+    """The policy when `k` is one, None for a whole number >= 0; anything else raises."""
+    if isinstance(k, AutoK):
+        return k
+    if isinstance(k, bool) or not isinstance(k, int):
+        hint = ' (resolve "auto" with engine.auto_k first)' if k == "auto" else ""
+        raise ValueError(f"k must be a whole number >= 0 or an AutoK policy, got {k!r}{hint}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return None
+
+
+def prefill(target, context: list[int], stats: Stats):
+    """The target's KV cache of every context token but the last (None for a 1-token context):
+    each round feeds the last emitted token itself."""
+    if len(context) < 2:
+        return None
+    _, cache = forward(target, context[:-1], None)
+    stats.target_passes += 1
+    return cache
 
 
 @torch.inference_mode()
@@ -262,7 +258,7 @@ def generate(
             target,
             proposer,
             input_ids,
-            k=k,
+            k=resolve_k(k, target, proposer),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
@@ -276,14 +272,25 @@ def generate(
 
 
 def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
-    """A fixed k or a policy as given; "auto" as an AutoK policy on this pair's step costs."""
-    if isinstance(k, AutoK):
-        return k
-    if k != "auto":
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise ValueError(f'k must be a whole number >= 0 or "auto", got {k!r}')
-        return k
-    model = draft_model_of(drafter)
+    """A fixed k or a policy as given; "auto" as a policy on this pair's step costs."""
+    if k == "auto":
+        return auto_k(target, drafter)
+    if not isinstance(k, AutoK) and (isinstance(k, bool) or not isinstance(k, int)):
+        raise ValueError(f'k must be a whole number >= 0 or "auto", got {k!r}')
+    check_k(k)
+    return k
+
+
+def auto_k(target, drafter: Drafter) -> AutoK:
+    """Automatic K on this target and drafter's step costs (``profile_of``)."""
+    return AutoK(profile_of(target, drafter))
+
+
+def profile_of(target, drafter: Drafter) -> StepCosts:
+    """The step costs automatic K and the cost model price rounds with, measured once per
+    target, draft, head and step mode on this machine (``profile.costs_for``); a drafter with
+    no draft model (prompt lookup) drafts free."""
+    model = drafter.draft_model
     if model is None:
-        return AutoK(costs_for(target))
-    return AutoK(costs_for(target, model.model, model.head_rows, model.step.kind))
+        return costs_for(target)
+    return costs_for(target, model.model, model.head_rows, model.step.kind)

@@ -32,6 +32,31 @@ class Round:
     k_asked: int = 0  # the k the engine asked for (a drafter may propose fewer)
     source: str = "model"  # who proposed every draft token of the round: "model" or "lookup"
 
+    @classmethod
+    def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
+               k_asked: int, draft_time: float, verify_time: float) -> "Round":  # fmt: skip
+        """The round a drafter's ``Proposal`` (whose tokens are `draft`) and the rule's
+        ``sampling.Verdict`` on it make, emitting `tokens`."""
+        from specdemo.sampling import top_tokens
+
+        return cls(
+            draft=draft,
+            n_accepted=verdict.n_accepted,
+            next_token=verdict.next_token,
+            p_x=verdict.p_x,
+            q_x=verdict.q_x,
+            accept_prob=verdict.accept_prob,
+            u=verdict.u,
+            residual_top=top_tokens(verdict.next_dist),
+            tokens=tokens,
+            draft_time=draft_time,
+            verify_time=verify_time,
+            draft_steps=proposal.steps,
+            finished=finished,
+            k_asked=k_asked,
+            source=proposal.source,
+        )
+
     @property
     def k(self) -> int:
         return len(self.draft)

@@ -329,3 +329,18 @@ def test_round_times_exclude_the_time_the_caller_holds_the_generator():
     for r in rounds:
         assert r.draft_time < 0.05 and r.verify_time < 0.05
         time.sleep(0.06)  # a slow consumer: rendering, streaming to a browser
+
+
+def test_the_loop_takes_a_resolved_k_and_says_how_to_resolve_auto():
+    """K is resolved before the loop: a number, or a ready policy (``engine.auto_k``)."""
+    from specdemo.engine import auto_k, resolve_k
+
+    table, close = toy_tables(6)
+    target, draft = BigramLM(table), BigramLM(close)
+    drafter = ModelDrafter(draft, SamplingConfig(1.0))
+    with pytest.raises(ValueError, match="engine.auto_k"):
+        next(speculative_generate(target, drafter, [0], k="auto", max_new_tokens=4))
+    policy = auto_k(target, drafter)
+    assert resolve_k("auto", target, drafter).costs == policy.costs  # one profile per pair
+    rounds = list(speculative_generate(target, drafter, [0], k=policy, max_new_tokens=12))
+    assert sum(len(r.tokens) for r in rounds) == 12 and any(r.k_asked for r in rounds)

@@ -17,7 +17,7 @@ from conftest import ToyLM, ToyStaticCache, toy_tables
 
 from specdemo import draft_step, engine
 from specdemo.app import exactness
-from specdemo.drafters import LookupDrafter, ModelDrafter, draft_model_of, make_drafter
+from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
@@ -282,7 +282,7 @@ def test_a_static_draft_cache_keeps_the_target_distribution(name, monkeypatch):
     monkeypatch.setenv(draft_step.ENV_DRAFT_STEP, "static")
     monkeypatch.setattr(draft_step, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
     monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 12)
-    assert draft_model_of(CASES[name][1](SamplingConfig(1.0), None)).step.kind == "static"
+    assert CASES[name][1](SamplingConfig(1.0), None).draft_model.step.kind == "static"
     assert run_case(name) > 1e-3
 
 

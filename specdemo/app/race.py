@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
-from specdemo.drafters import draft_model_of, make_drafter
+from specdemo.drafters import make_drafter
 from specdemo.engine import (
     autoregressive_generate,
     make_generator,
-    resolve_k,
+    profile_of,
     speculative_generate,
 )
-from specdemo.policy import Acceptance
+from specdemo.policy import Acceptance, AutoK
 from specdemo.profile import captured_draft_seconds
 from specdemo.records import Stats
 from specdemo.render import round_spans
@@ -120,8 +120,9 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     )
     run, detok = SpecRun(), Detokenizer(pair.tokenizer)
     # Measured once per pair (the app's warm-up does it), before the engine's clock starts.
-    run.profile = resolve_k("auto", pair.target, drafter).costs
-    model = draft_model_of(drafter)
+    run.profile = profile_of(pair.target, drafter)
+    k = AutoK(run.profile) if config.k == "auto" else config.k
+    model = drafter.draft_model
     run.device, run.draft_step = str(device), model.step.kind if model else ""
     run.layers = (pair.target.config.num_hidden_layers, pair.draft.config.num_hidden_layers)
     if model is not None and model.step.kind == "eager":  # the lever the cost model shows
@@ -130,7 +131,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         pair.target,
         drafter,
         ids,
-        k=config.k,
+        k=k,
         sampling=config.sampling,
         max_new_tokens=config.max_new_tokens,
         generator=generator,

@@ -14,7 +14,7 @@ import torch
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.numbers import prob
 from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
-from specdemo.engine import make_generator, speculative_generate
+from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import eos_ids
 from specdemo.records import Round
 from specdemo.render import round_spans
@@ -83,7 +83,7 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
         pair.target,
         drafter,
         list(state.context),
-        k=config.k,
+        k=resolve_k(config.k, pair.target, drafter),
         sampling=config.sampling,
         max_new_tokens=config.k + 1,  # room for k drafts and the target's token
         generator=generator,
