@@ -269,7 +269,7 @@ def explaining(spec: SpecRun, target: TargetRun) -> dict:
 COMPARISON_ROWS = [
     "Tokens/s",
     "Wall time",
-    "Acceptance rate α",
+    "α: drafts kept / drafted",
     "Mean K per round",
     "Tokens per target pass",
     "Target passes (with prefill)",

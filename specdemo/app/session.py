@@ -19,13 +19,14 @@ from specdemo.app.costs import efficiency
 from specdemo.app.replay import SweepPlan
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
-# the run's measured α per draft and costs, and efficiency is measured / predicted speedup.
+# the run's measured α per draft (kept / judged: drafts after a rejection are never judged) and
+# costs, and efficiency is measured / predicted speedup. The α column is kept / drafted.
 RESULT_COLUMNS = [
     "run",
     "K",
     "T",
     "drafter",
-    "α",
+    "α kept / drafted",
     "tokens/pass",
     "tokens/pass expected (i.i.d.)",
     "spec tok/s",
