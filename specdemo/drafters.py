@@ -20,8 +20,8 @@ from specdemo.draft_step import make_draft_step
 from specdemo.lm import cut_head, vocab_size
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 
-# A draft head over more than 2x this many rows is cut to this many by default: exact either way,
-# and on CPU it makes the 0.5B Qwen draft step ~35% cheaper (docs/BENCHMARKS.md).
+# A draft head over more than 2x this many rows is cut to this many by default: exact either way
+# (``lm.cut_head``), and cheaper per draft step (docs/BENCHMARKS.md, "Levers on the draft step and the verify pass").
 AUTO_HEAD_ROWS = 32768
 
 
@@ -185,11 +185,9 @@ class LookupDrafter:
 
 # The hybrid copies only after a match of 3 or more tokens: in a 150k-token vocabulary one or two
 # tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's
-# guess. Measured once with the embedded pair's tokenizer on this repository's docs and code: of a
-# 4-token copy, 0.3-0.4 tokens match the text on average after a match of exactly 1 token,
-# 0.5-0.7 after exactly 2 and 1.1-1.3 after 3, while the draft model keeps 2.3-2.5 of 4 on code
-# (tokens per pass at k = 4, docs/BENCHMARKS.md). A copy saves the draft steps, so a shorter
-# match would pay only where those are dear (high c).
+# guess (how many copied tokens match after each match length: docs/BENCHMARKS.md, "Automatic K
+# and hybrid drafting"). A copy saves the draft steps, so a shorter match pays only where those
+# are dear (high c).
 HYBRID_MIN_NGRAM = 3
 
 

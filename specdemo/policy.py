@@ -15,19 +15,16 @@ from dataclasses import dataclass, field
 from specdemo.records import Round
 from specdemo.theory import StepCosts
 
-# Before any round: a prior acceptance rate per source and how many observations it is worth.
-# Tuned in a simulation of 96-token requests on the measured CPU costs (t_draft 0.40 and
-# t_verify(k) 1.06-2.5 target steps), with per-position acceptance like the embedded pair's on
-# code (0.82, 0.88, 0.90...), prose (0.62-0.70), copying (0.93-0.96) and a poor draft (0.3): auto
-# reached 0.96-0.99 of the best fixed k chosen in hindsight for each.
+# Before any round: a prior acceptance rate per source and how many observations it is worth,
+# tuned in a simulation of whole requests (docs/BENCHMARKS.md, "Automatic K and hybrid drafting").
 PRIOR = {"model": 0.7, "lookup": 0.6}
 PRIOR_WEIGHT = 2.0
 POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweighs the pooled one
 # After this many plain steps in a row, one round drafts again to re-measure acceptance. A probe
 # at k = 1 costs t_draft + t_verify(1) - t_step and still yields 1 + a_1 tokens, so when drafting
 # does not pay it loses a few percent of one round. Each probe that changes nothing doubles the
-# wait for the next, up to PROBE_MAX: where drafting never pays (a draft costing 0.86 of a target
-# step, as on a launch-bound GPU) probes would otherwise cost 1-2% of the whole request.
+# wait for the next, up to PROBE_MAX: where drafting never pays (a draft step costing nearly a
+# target step, as on a launch-bound GPU) probes would otherwise cost 1-2% of the whole request.
 PROBE_EVERY = 4
 PROBE_MAX = 32
 # A plain step is chosen only once this many rounds have judged the first draft position: the
