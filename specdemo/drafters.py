@@ -21,7 +21,8 @@ from specdemo.lm import cut_head, vocab_size
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 
 # A draft head over more than 2x this many rows is cut to this many by default: exact either way
-# (``lm.cut_head``), and cheaper per draft step (docs/BENCHMARKS.md, "Levers on the draft step and the verify pass").
+# (``lm.cut_head``), and cheaper per draft step (docs/BENCHMARKS.md, "Levers on the draft step
+# and the verify pass").
 AUTO_HEAD_ROWS = 32768
 
 
