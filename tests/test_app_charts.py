@@ -27,8 +27,12 @@ def trace(fig, name: str):
     return found
 
 
+def legend_entries(fig) -> list[str]:
+    return [t.name for t in fig.data if t.showlegend is not False]
+
+
 def test_the_textbook_curve_charges_a_verify_as_one_step_at_the_measured_alpha_and_c():
-    fig = session_charts.session_chart([RUN, {**RUN, "k": 4, "cost_t_draft": 0.005}])
+    fig = session_charts.speedup_chart([RUN, {**RUN, "k": 4, "cost_t_draft": 0.005}])
     textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
     assert list(textbook.x) == list(range(1, 17))
     assert list(textbook.y) == pytest.approx([expected_speedup(0.6, k, 0.45) for k in range(1, 17)])
@@ -36,7 +40,7 @@ def test_the_textbook_curve_charges_a_verify_as_one_step_at_the_measured_alpha_a
 
 
 def test_the_predicted_curve_charges_the_measured_verify_and_lies_below_the_textbook():
-    fig = session_charts.session_chart([RUN])
+    fig = session_charts.speedup_chart([RUN])
     predicted = trace(fig, "T=1 predicted from measured costs")
     textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
     measured = costs.run_costs(RUN)
@@ -58,8 +62,9 @@ def test_a_verify_at_one_step_and_a_free_draft_make_the_two_curves_one():
 
 
 def test_runs_recorded_without_costs_get_no_curves():
-    fig = session_charts.session_chart([{**RUN, "cost_t_verify": None}, {**RUN, "temperature": 0}])
-    assert [n for n in names(fig) if "textbook" in n or "predicted" in n] == [
+    fig = session_charts.speedup_chart([{**RUN, "cost_t_verify": None}, {**RUN, "temperature": 0}])
+    curves = [n for n in names(fig) if n.startswith("T=") and ("textbook" in n or "predicted" in n)]
+    assert curves == [
         "T=0 textbook theory (verify = 1 step)",
         "T=0 predicted from measured costs",
         "T=0 best K predicted",
@@ -98,6 +103,13 @@ def test_on_a_gpu_the_note_explains_the_draft_cost_by_layers():
     note = costs.cost_note([gpu])
     assert "the draft's 24 layers cost 0.86 of the target's 28 (0.86 by layer count)" in note
     assert "SPECDEMO_DRAFT_STEP=graph" in note
+    lever = costs.cost_note([{**gpu, "cost_t_draft_captured": 0.0011}])
+    assert "(SPECDEMO_DRAFT_STEP=graph) launches" in lever
+    assert "measured here costs 0.11 of" in lever
+    curve = costs.group_curves(costs.group_key(gpu), [{**gpu, "cost_t_draft_captured": 0.0011}])
+    assert curve.captured_c == pytest.approx(0.11)
+    assert all(curve.captured[k] > curve.predicted[k] for k in curve.predicted)
+    assert costs.group_curves(costs.group_key(gpu), [gpu]).captured is None
     graph = costs.cost_note([{**gpu, "draft_step": "graph", "cost_t_draft": 0.0015}])
     assert "cost 0.15 of the target's 28, its step replayed from one captured" in graph
     assert "per layer" not in costs.cost_note([{**gpu, "device": "cpu"}])
@@ -107,7 +119,7 @@ def test_on_a_gpu_the_note_explains_the_draft_cost_by_layers():
 def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
     split = costs.time_split(RUN)
     assert split["other"] == pytest.approx(0.2) and sum(split.values()) == pytest.approx(2.0)
-    fig = session_charts.breakdown_chart([RUN, {**RUN, "k": 4, "spec_seconds": 3.0}])
+    fig = session_charts.time_chart([RUN, {**RUN, "k": 4, "spec_seconds": 3.0}])
     bars = [t for t in fig.data if t.type == "bar"]
     assert [t.name for t in bars] == list(costs.TIME_PARTS)
     for row, (seconds, tokens) in enumerate([(3.0, 40), (2.0, 40)]):  # newest first
@@ -119,8 +131,8 @@ def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
 def test_acceptance_by_position_beside_the_one_alpha_of_the_iid_formula():
     runs = [RUN, {**RUN, "position_judged": [10, 4], "position_kept": [8, 3]}]
     assert costs.position_counts(runs) == ([20, 10, 3], [14, 6, 1])
-    fig = session_charts.breakdown_chart(runs)
-    kept = trace(fig, "T=1 kept at each position")
+    fig = session_charts.positions_chart(runs)
+    kept = trace(fig, "T=1")
     assert list(kept.x) == [1, 2, 3] and list(kept.y) == pytest.approx([0.7, 0.6, 1 / 3])
     assert list(kept.customdata) == [20, 10, 3]
     flat = trace(fig, "T=1 i.i.d. formula: α per draft = 0.64 at every position")
@@ -129,27 +141,30 @@ def test_acceptance_by_position_beside_the_one_alpha_of_the_iid_formula():
 
 def test_empty_charts_say_what_will_appear():
     assert charts.rounds_chart([], []).layout.annotations[0].text.startswith("Accepted")
-    assert "Sweep" in session_charts.session_chart([]).layout.annotations[0].text
-    assert "time goes" in session_charts.breakdown_chart([]).layout.annotations[0].text
+    assert "Sweep" in session_charts.alpha_chart([]).layout.annotations[0].text
+    assert "speedup" in session_charts.speedup_chart([]).layout.annotations[0].text
+    assert "time goes" in session_charts.time_chart([]).layout.annotations[0].text
+    assert "position" in session_charts.positions_chart([]).layout.annotations[0].text
 
 
-def test_session_chart_names_each_drafter_in_the_legend():
+def test_the_session_charts_name_each_drafter_in_the_legend():
     runs = [RUN, {**RUN, "drafter": "lookup"}, {**RUN, "drafter": "hybrid", "adaptive": True}]
-    fig = session_charts.session_chart(runs)
-    assert {t.name for t in fig.data if t.mode == "lines+markers"} == {
-        "T=1",
-        "T=1 lookup",
-        "T=1 hybrid adaptive",
-    }
+    for chart in (session_charts.alpha_chart, session_charts.speedup_chart):
+        assert {t.name for t in chart(runs).data if t.mode == "lines+markers"} == {
+            "T=1",
+            "T=1 lookup",
+            "T=1 hybrid adaptive",
+        }
 
 
 def test_auto_k_runs_are_stars_at_the_mean_k_they_chose():
     runs = [RUN, {**RUN, "k": "auto", "mean_k": 2.6, "speedup": 1.4}]
-    fig = session_charts.session_chart(runs)
-    stars = [t for t in fig.data if t.name == "T=1 auto K (at its mean K)"]
-    assert [(list(t.x), list(t.y)) for t in stars] == [([2.6], [0.5]), ([2.6], [1.4])]
-    line = next(t for t in fig.data if t.name == "T=1" and t.mode == "lines+markers")
-    assert list(line.x) == [2]  # the fixed-K line leaves the auto run out
+    for chart, measured in ((session_charts.alpha_chart, 0.5), (session_charts.speedup_chart, 1.4)):
+        fig = chart(runs)
+        star = trace(fig, "T=1 auto K (at its mean K)")
+        assert (list(star.x), list(star.y)) == ([2.6], [measured])
+        line = next(t for t in fig.data if t.name == "T=1" and t.mode == "lines+markers")
+        assert list(line.x) == [2]  # the fixed-K line leaves the auto run out
 
 
 def test_the_rounds_chart_shows_the_k_each_round_drafted():
@@ -164,7 +179,7 @@ def test_the_rounds_chart_marks_the_k_asked_and_labels_each_plain_step():
     plain = trace(fig, charts.K_ZERO)
     assert list(plain.x) == [2, 3] and all(charts.K_ZERO in text for text in plain.hovertext)
     [note] = fig.layout.annotations
-    assert note.text == "K = 0 — drafting would not pay here" and note.x == 2
+    assert note.text.replace("<br>", " ") == "K = 0 — drafting would not pay here" and note.x == 2
     assert not charts.rounds_chart([1], [2], asked=[2]).layout.annotations
 
 
@@ -200,3 +215,35 @@ def test_the_residual_panel_shows_a_small_bins_shift_that_the_bars_hide():
     assert max(abs(r) for r in direct.y) < charts.RESIDUAL_BAND
     assert spec.y[1] == charts.RESIDUAL_CAP and spec.y[0] < 0  # pushed into b, pulled from a
     assert charts.residuals([0.0, 1.0], [0.001, 0.999], 1000)[0] == charts.RESIDUAL_CAP
+
+
+def test_each_figure_has_one_column_of_panels_and_its_legend_at_its_foot():
+    """Panels side by side would squeeze on a phone: those are figures of their own, in a row
+    the browser wraps. The legend sits at the container's foot, where plotly makes room for it
+    under the axis title at any width."""
+    runs = [RUN, {**RUN, "k": "auto", "mean_k": 2.6}]
+    figures = [
+        charts.rounds_chart([1, 0, 3], [2, 1, 3], asked=[2, 0, 4]),
+        session_charts.alpha_chart(runs),
+        session_charts.speedup_chart(runs),
+        session_charts.time_chart(runs),
+        session_charts.positions_chart(runs),
+        charts.exactness_chart(["a", "b"], [0.5, 0.5], [0.4, 0.6], [0.5, 0.5], 1000),
+    ]
+    for fig in figures:
+        legend = fig.layout.legend
+        assert fig.layout.title.text and fig.layout.showlegend
+        assert (legend.yref, legend.y, legend.yanchor) == ("container", 0, "bottom")
+        assert len({tuple(axis.domain or (0, 1)) for axis in fig.select_xaxes()}) == 1
+
+
+def test_a_curve_style_is_named_once_in_grey_and_a_colour_once_per_group():
+    runs = [RUN, {**RUN, "temperature": 0}, {**RUN, "k": "auto", "mean_k": 2.6}]
+    fig = session_charts.speedup_chart(runs)
+    keys = [session_charts.AUTO, session_charts.TEXTBOOK, session_charts.PREDICTED]
+    assert legend_entries(fig) == ["T=0", "T=1", *keys]
+    for key in keys[1:]:
+        # the grey entry, and each group's curve, which it shows or hides
+        assert len([t for t in fig.data if t.legendgroup == key]) >= 3
+    positions = session_charts.positions_chart(runs)
+    assert legend_entries(positions) == ["T=0", "T=1", session_charts.IID]

@@ -129,11 +129,12 @@ def labels(spans: list[dict]) -> set[str]:
 
 def test_generate_streams_both_panes_and_records_the_run(client):
     outputs = client.predict(**GENERATE, api_name="/generate")
-    spec, target, comparison, _, session_plot, cost_note, _, table, csv_path, json_path = outputs
+    spec, target, comparison, _, alpha_plot, speedup_plot, cost_note, _, _, *files = outputs
+    table, csv_path, json_path = files
     assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected", "target"}
     assert "accepted" in labels(spec) and labels(target) == {"target"}
     assert "Speedup" in comparison and "Target passes" in comparison
-    assert session_plot["type"] == "plotly"
+    assert alpha_plot["type"] == speedup_plot["type"] == "plotly"
     assert "Why the two curves differ" in cost_note and "target steps" in cost_note
     assert [row[1] for row in table["data"]] == [4]
     assert table["data"][0][-1] > 0  # c, from the target-alone run's plain steps
@@ -145,7 +146,7 @@ def test_sweep_fills_the_grid(client):
     outputs = client.predict(**SWEEP, api_name="/sweep")  # the first cell
     while "Sweep done" not in outputs[-1]:  # each further cell is a queued call of its own
         outputs = client.predict(api_name="/sweep_next")
-    plot, _, _, table, _, json_path, _ = outputs
+    _, plot, _, _, _, table, _, json_path, _ = outputs
     cells = {(row[1], row[2]) for row in table["data"]}
     assert cells == {(1, 0.0), (3, 0.0), (1, 1.0), (3, 1.0)}
     assert len(json.loads(Path(json_path).read_text())) == 4
@@ -240,7 +241,7 @@ def test_stop_cancels_a_run_before_it_is_recorded(client):
         time.sleep(0.02)
     assert job.outputs(), "no streamed output from the long run"
     job.cancel()
-    table = client.predict(**GENERATE, api_name="/generate")[7]
+    table = client.predict(**GENERATE, api_name="/generate")[9]
     assert len(table["data"]) == 1  # only the short run reached the session's results
 
 

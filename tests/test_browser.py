@@ -1,9 +1,12 @@
-"""The app in headless Chromium: coloured panes, struck-through rejections, plots, Stop.
+"""The app in headless Chromium: coloured panes, struck-through rejections, plots, Stop, and
+charts that stay readable on a phone.
 
-Also takes a full-page screenshot; SPECDEMO_SCREENSHOT=assets/screenshot.png with
-SPECDEMO_PAIR=qwen-coder retakes the README's on the embedded pair (the tiny pair otherwise).
+Also takes full-page screenshots; SPECDEMO_SCREENSHOT=assets/screenshot.png with
+SPECDEMO_PAIR=qwen-coder retakes the README's on the embedded pair (the tiny pair otherwise), and
+SPECDEMO_SCREENSHOT_PHONE=path keeps the phone's.
 """
 
+import itertools
 import os
 import shutil
 import time
@@ -32,6 +35,8 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 PAIR = os.environ.get("SPECDEMO_PAIR", "tiny")
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 
 def rgb(label: str) -> str:
@@ -52,12 +57,24 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser):
-    page = browser.new_page(viewport={"width": 1440, "height": 900})
+def open_page(browser, viewport: dict):
+    page = browser.new_page(viewport=viewport)
     page.set_default_timeout(60_000 if PAIR == "tiny" else 900_000)  # real models sweep slowly
     page.goto(browser.url)
     page.wait_for_selector("#generate")
+    return page
+
+
+@pytest.fixture
+def page(browser):
+    page = open_page(browser, DESKTOP)
+    yield page
+    page.close()
+
+
+@pytest.fixture
+def phone(browser):
+    page = open_page(browser, PHONE)
     yield page
     page.close()
 
@@ -82,7 +99,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     assert tokens(page, "spec-pane", "accepted") > 0
     assert tokens(page, "target-pane", "target") > 0
     # The plots are outputs of their own: Plotly may draw them a moment after the table.
-    page.wait_for_selector("#session-plot .js-plotly-plot .scatterlayer .point")
+    page.wait_for_selector("#alpha-plot .js-plotly-plot .scatterlayer .point")
     assert page.locator("#rounds-plot .js-plotly-plot").count() == 1
 
     rejected = page.locator(f'#spec-pane .token[style*="{rgb("rejected")}"] .text')
@@ -103,8 +120,9 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     page.wait_for_function(
         "document.querySelector('#sweep-progress').innerText.includes('Sweep done')"
     )
+    # K = 1, 2, 4 at two temperatures, and three auto-K stars: the sweep's two and the run's.
     page.wait_for_function(
-        "document.querySelectorAll('#session-plot .scatterlayer .point').length >= 18"
+        "document.querySelectorAll('#alpha-plot .scatterlayer .point').length >= 9"
     )
     # No output still shows a progress overlay when the screenshot is taken.
     page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
@@ -135,7 +153,7 @@ def test_stop_cancels_a_run_mid_way(page):
     assert shown[1] < 1024
     comparison = page.inner_text("#comparison")
     assert "identical" not in comparison and "agree" not in comparison
-    assert page.locator("#session-plot .js-plotly-plot .scatterlayer .point").count() == 0
+    assert page.locator("#alpha-plot .js-plotly-plot .scatterlayer .point").count() == 0
 
 
 def test_step_through_zooms_in_on_the_rejected_guess(page):
@@ -170,9 +188,86 @@ def test_a_run_explains_its_speedup_with_measured_costs(page):
     )
     note = page.inner_text("#cost-note")
     assert "target steps on this machine" in note and "textbook" in note
-    session = page.locator("#session-plot .js-plotly-plot").text_content()
-    assert "predicted from measured costs" in session and "verify = 1 step" in session
-    page.wait_for_selector("#breakdown-plot .barlayer .point")
-    breakdown = page.locator("#breakdown-plot .js-plotly-plot").text_content()
-    assert "Where the time goes" in breakdown and "kept at each position" in breakdown
-    assert page.locator("#breakdown-plot .barlayer .point").count() >= 3
+    speedup = page.locator("#speedup-plot .js-plotly-plot").text_content()
+    assert "predicted from measured costs" in speedup and "verify = 1 step" in speedup
+    page.wait_for_selector("#time-plot .barlayer .point")
+    assert "Where the time goes" in page.locator("#time-plot .js-plotly-plot").text_content()
+    assert page.locator("#time-plot .barlayer .point").count() >= 3
+    positions = page.locator("#positions-plot .js-plotly-plot").text_content()
+    assert "Drafts kept, by position" in positions and "i.i.d. formula" in positions
+
+
+# Each visible plot's box, and the boxes of its title, legend, axis titles and notes.
+LABELS = ".gtitle, .legend, .xtitle, .ytitle, .y2title, .annotation"
+PLOT_BOXES = """labels => [...document.querySelectorAll('.js-plotly-plot')]
+  .filter(plot => plot.getClientRects().length)
+  .map(plot => {
+    const box = e => {
+      const r = e.getBoundingClientRect();
+      return [r.left, r.top, r.right, r.bottom];
+    };
+    const parts = [...plot.querySelectorAll(labels)]
+      .filter(e => e.getBoundingClientRect().width > 0)
+      .map(e => [`${e.getAttribute('class')} "${e.textContent.slice(0, 30)}"`, box(e)]);
+    return {id: plot.closest('[id]')?.id, box: box(plot), parts};
+  })"""
+SIDE_BY_SIDE = [("alpha-plot", "speedup-plot"), ("time-plot", "positions-plot")]
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def clashes(plots: list[dict]) -> list[str]:
+    """Each title, legend, axis title or note (PLOT_BOXES) that meets another of its plot or
+    leaves its plot's width, and each two plots that overlap."""
+    found = []
+    for plot in plots:
+        left, _, right, _ = plot["box"]
+        for (name, box), (other, box2) in itertools.combinations(plot["parts"], 2):
+            if overlap(box, box2):
+                found.append(f"{plot['id']}: {name} meets {other}")
+        found += [
+            f"{plot['id']}: {name} leaves the plot's width {left:.0f}-{right:.0f}: {box}"
+            for name, box in plot["parts"]
+            if box[0] < left - 0.5 or box[2] > right + 0.5
+        ]
+    for a, b in itertools.combinations(plots, 2):
+        if overlap(a["box"], b["box"]):
+            found.append(f"{a['id']} overlaps {b['id']}")
+    return found
+
+
+def settled_plots(page) -> dict[str, dict]:
+    """The visible plots by id, once no output is busy and Plotly has drawn at this width."""
+    page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
+    time.sleep(1.5)  # Plotly redraws each plot after a resize or a new figure
+    return {plot["id"]: plot for plot in page.evaluate(PLOT_BOXES, LABELS)}
+
+
+def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path):
+    """At 390 px each panel is a plot of its own, the two of a row stacked, and no title,
+    legend, axis title or note meets another or leaves its plot; at 1440 px the panels sit side
+    by side, as clear."""
+    phone.click("#generate")
+    phone.wait_for_function(
+        "document.querySelector('#cost-note').innerText.includes('Why the two curves differ')"
+    )
+    phone.wait_for_selector("#positions-plot .scatterlayer .point")
+    plots = settled_plots(phone)
+    assert {"rounds-plot", *itertools.chain(*SIDE_BY_SIDE)} <= set(plots)
+    assert clashes(list(plots.values())) == []
+    for upper, lower in SIDE_BY_SIDE:
+        assert plots[upper]["box"][3] <= plots[lower]["box"][1]
+    shot = tmp_path / "phone.png"
+    phone.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if path := os.environ.get("SPECDEMO_SCREENSHOT_PHONE"):
+        shutil.copyfile(shot, path)
+
+    phone.set_viewport_size(DESKTOP)
+    plots = settled_plots(phone)
+    assert clashes(list(plots.values())) == []
+    for left, right in SIDE_BY_SIDE:
+        assert plots[left]["box"][2] <= plots[right]["box"][0]
+        assert plots[left]["box"][1] == plots[right]["box"][1]

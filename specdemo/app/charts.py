@@ -4,6 +4,7 @@ Colours follow ``render.COLORS`` so the charts and the coloured text agree; font
 sized to be read from the back of a room.
 """
 
+import textwrap
 from collections.abc import Callable
 
 import plotly.graph_objects as go
@@ -15,22 +16,47 @@ from specdemo.render import COLORS
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
 
-def layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
+# The legend lies flat at the figure's foot, under the x-axis title. Placed against the container
+# rather than the plot, it makes plotly grow the bottom margin to hold it in as many rows as it
+# wraps into at the width the browser gives, so it meets neither the title in the top margin nor
+# the axes' labels, at any width.
+FOOT = {"orientation": "h", "xref": "container", "yref": "container", "x": 0, "y": 0,
+        "xanchor": "left", "yanchor": "bottom"}  # fmt: skip
+
+
+def layout(fig: go.Figure, title: str, height: int = 380, legend: dict | None = None) -> go.Figure:
+    """The app's look: `title` at the top left in a margin of its own, axes that make room for
+    their labels (the template's automargin), and `legend` (FOOT), shown even for one entry; a
+    caller that places its legend itself passes none. Panels side by side are figures of their
+    own in a ``gr.Row``, so that a phone stacks them; a figure stacks its panels only
+    vertically."""
     fig.update_layout(
         template="plotly_white",
         title={"text": title, "x": 0.01},
         font={"size": 15},
         height=height,
-        margin={"l": 60, "r": 20, "t": 70, "b": 50},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 1, "xanchor": "right"},
+        margin={"l": 60, "r": 20, "t": 60 if title else 30, "b": 20},
         bargap=0.2,
     )
+    if legend is not None:
+        fig.update_layout(legend=legend, showlegend=True)
     return fig
 
 
+# Characters a line: plotly never wraps text, and a phone's plot is about 250 px wide.
+PLACEHOLDER_LINE = 28
+NOTE_LINE = 14
+
+
+def wrapped(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, joined by plotly's line break."""
+    return "<br>".join(textwrap.wrap(text, width))
+
+
 def placeholder(text: str, height: int = 380) -> go.Figure:
-    """An empty chart that says what will appear in it."""
+    """An empty chart that says what will appear in it, in lines short enough for a phone."""
     fig = go.Figure()
+    text = wrapped(text, PLACEHOLDER_LINE)
     fig.add_annotation(text=text, showarrow=False, font={"size": 17, "color": "#6b7280"})
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
@@ -73,10 +99,12 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     if asked:
         _add_asked(fig, rounds, asked)
     top = max([*drafted, *asked, 1]) + 0.3
-    fig.update_xaxes(title_text="round (one target pass)")
+    # A fixed range: autorange pads for the wide "K asked" marks, which on a phone's narrow axis
+    # would widen it far past the rounds.
+    fig.update_xaxes(title_text="round (one target pass)", range=[0.5, len(rounds) + 0.5])
     fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="α so far", range=[0, 1.05], secondary_y=True, showgrid=False)
-    fig = layout(fig, "This run, round by round")
+    fig = layout(fig, "This run, round by round", height=420, legend=FOOT)
     fig.update_layout(barmode="overlay")
     return fig
 
@@ -102,7 +130,20 @@ def _add_asked(fig: go.Figure, rounds: list[int], asked: list[int]) -> None:
         ),
         secondary_y=False,
     )
-    fig.add_annotation(x=plain[0], y=0, text=K_ZERO, ay=-45, font={"size": 15}, arrowhead=2)
+    # The note runs from its arrow towards the middle of the plot, in lines narrower than half
+    # a phone's plot, so that it stays inside the plot wherever the arrow points.
+    side = "left" if plain[0] <= len(rounds) / 2 else "right"
+    fig.add_annotation(
+        x=plain[0],
+        y=0,
+        text=wrapped(K_ZERO, NOTE_LINE),
+        ay=-45,
+        xanchor=side,
+        align=side,
+        bgcolor="rgba(255, 255, 255, 0.85)",
+        font={"size": 15},
+        arrowhead=2,
+    )
 
 
 RESIDUAL_BAND = 3.0  # |(O − E)/√E| an exact sampler's bin stays within, nearly always
@@ -154,7 +195,7 @@ def exactness_chart(
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability / frequency", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="(O − E)/√E", row=2, col=1)
-    return layout(fig, title, height=560)
+    return layout(fig, title, height=560, legend=FOOT)
 
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
@@ -182,7 +223,6 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         )
     )
     fig.update_yaxes(range=[0, 1.05])
-    fig = layout(fig, "Each guess: q(x), p(x), keep-chance and u", height=400)
-    below = {"orientation": "h", "yanchor": "top", "y": -0.14, "x": 0, "xanchor": "left"}
-    fig.update_layout(barmode="group", legend=below, margin={"b": 90})
+    fig = layout(fig, "Each guess: q, p, keep-chance and u", height=400, legend=FOOT)
+    fig.update_layout(barmode="group")
     return fig

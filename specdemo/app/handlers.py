@@ -33,7 +33,8 @@ CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
 
 SESSION_OUTPUTS = (
-    "session_plot", "cost_note", "breakdown_plot", "results", "csv_file", "json_file", "session"
+    "alpha_plot", "speedup_plot", "cost_note", "time_plot", "positions_plot", "results",
+    "csv_file", "json_file", "session",
 )  # fmt: skip
 GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
 SWEEP_OUTPUTS = (*SESSION_OUTPUTS, "sweep_progress", "sweep_tick")
@@ -165,8 +166,9 @@ def session_outputs(session: Session) -> list:
     itself (SESSION_OUTPUTS)."""
     csv_path, json_path = export(session)
     runs = session.runs
-    return [session_charts.session_chart(runs), costs.cost_note(runs),
-            session_charts.breakdown_chart(runs), results_table(runs), csv_path, json_path,
+    return [session_charts.alpha_chart(runs), session_charts.speedup_chart(runs),
+            costs.cost_note(runs), session_charts.time_chart(runs),
+            session_charts.positions_chart(runs), results_table(runs), csv_path, json_path,
             session]  # fmt: skip
 
 

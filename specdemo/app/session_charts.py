@@ -1,98 +1,122 @@
-"""The session's figures: every run against K beside two speedup curves, the textbook's and the
-one predicted from costs measured on this machine; and where each run's time went, with how often
-each draft position was kept. Plain ``race.record`` rows in, a ``go.Figure`` out (``costs`` does
-the numbers; the look follows ``charts``).
+"""The session's figures, one panel each: every run's α and speedup against K, the speedup beside
+two curves, the textbook's and the one predicted from costs measured on this machine; where each
+run's time went; and how often each draft position was kept. Plain ``race.record`` rows in, a
+``go.Figure`` out (``costs`` does the numbers; the look follows ``charts``).
+
+A colour is a group of runs (a temperature, and drafter), the same in every figure; a line's style
+says what the line is, named once in grey in the legend (KEYS).
 """
 
 from collections import defaultdict
 from statistics import mean
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from specdemo.app import costs
-from specdemo.app.charts import PALETTE, layout, placeholder
+from specdemo.app.charts import FOOT, PALETTE, layout, placeholder
 from specdemo.render import COLORS
 
+AUTO = "auto K, at the mean K it chose"
+TEXTBOOK = "textbook theory (verify = 1 step)"
+PREDICTED = "predicted from measured costs"
+IID = "i.i.d. formula: one α per draft"
+KEY_COLOR = "#6b7280"
+# Each styled trace joins its style's legend group, so its grey entry shows or hides all of them.
+KEYS = {
+    AUTO: {"mode": "markers", "marker": {"symbol": "star", "size": 18, "color": KEY_COLOR}},
+    TEXTBOOK: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 2, "dash": "dot"}},
+    PREDICTED: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 3, "dash": "dash"}},
+    IID: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 2, "dash": "dot"}},
+}
 
-def session_chart(runs: list[dict]) -> go.Figure:
-    """The session's runs against K, one line per temperature (and drafter). Beside the measured
-    speedups, two curves at the group's measured α per draft (``costs.group_curves``): the
-    textbook's, which charges a verify as one target step, and the one predicted from the step
-    costs measured on this machine, its best K marked."""
+
+def alpha_chart(runs: list[dict]) -> go.Figure:
+    """The session's α (drafts kept / drafted) against K, one line per group."""
     if not runs:
         return placeholder("Each run adds a point here; the Sweep button fills a grid")
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=(
-            "Acceptance rate α (measured)",
-            "Speedup: runs measured, curves by formula",
-        ),
-        horizontal_spacing=0.09,
-    )
+    fig = go.Figure()
     for i, (key, group) in enumerate(costs.groups(runs)):
-        color, name = PALETTE[i % len(PALETTE)], costs.group_name(key)
-        by_k = defaultdict(list)
-        for r in group:
-            by_k[r["k"]].append(r)
-        ks = sorted(k for k in by_k if k != "auto")
-        alphas = [mean(r["alpha"] for r in by_k[k]) for k in ks]
-        speedups = [mean(r["speedup"] for r in by_k[k]) for k in ks]
-        line = {"color": color, "width": 3}
-        marker = {"size": 11, "color": color}
-        common = {"mode": "lines+markers", "line": line, "marker": marker, "legendgroup": name}
-        fig.add_trace(go.Scatter(x=ks, y=alphas, name=name, **common), row=1, col=1)
-        fig.add_trace(
-            go.Scatter(x=ks, y=speedups, name=name, showlegend=False, **common), row=1, col=2
-        )
-        # Auto-K runs sit at the mean K they chose, as stars.
-        auto = by_k.get("auto", [])
-        star = {"mode": "markers", "marker": {**marker, "size": 18, "symbol": "star"}}
-        for col, field in ((1, "alpha"), (2, "speedup")) if auto else ():
-            fig.add_trace(
-                go.Scatter(
-                    x=[r["mean_k"] for r in auto],
-                    y=[r[field] for r in auto],
-                    name=f"{name} auto K (at its mean K)",
-                    showlegend=col == 1,
-                    legendgroup=name,
-                    **star,
-                ),
-                row=1,
-                col=col,
-            )
+        _add_runs(fig, costs.group_name(key), group, "alpha", PALETTE[i % len(PALETTE)])
+    fig.update_yaxes(range=[0, 1.05])
+    return _against_k(fig, "α: drafts kept / drafted (measured)")
+
+
+def speedup_chart(runs: list[dict]) -> go.Figure:
+    """The session's measured speedups against K, one line per group; beside them, two curves at
+    the group's measured α per draft (``costs.group_curves``): the textbook's, which charges a
+    verify as one target step, and the one predicted from the step costs measured on this
+    machine, its best K marked."""
+    if not runs:
+        return placeholder("Each run's speedup adds a point here, beside two formulas' curves")
+    fig = go.Figure()
+    for i, (key, group) in enumerate(costs.groups(runs)):
+        color = PALETTE[i % len(PALETTE)]
+        _add_runs(fig, costs.group_name(key), group, "speedup", color)
         curve = costs.group_curves(key, group)
         if curve is not None:
             _add_curves(fig, curve, color)
-    fig.add_hline(y=1.0, line={"color": "#9ca3af", "dash": "dot"}, row=1, col=2)
-    fig.update_xaxes(title_text="K (draft tokens per round)", range=[0.5, 16.5], dtick=1)
-    fig.update_yaxes(range=[0, 1.05], row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fig = layout(fig, "The session: every run against K", height=480)
-    below = {"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "xanchor": "left"}
-    fig.update_layout(legend=below, margin={"b": 130})
-    return fig
+    fig.add_hline(y=1.0, line={"color": "#9ca3af", "dash": "dot"})
+    fig.update_yaxes(rangemode="tozero")
+    return _against_k(fig, "Speedup: measured and by formula")
+
+
+def _against_k(fig: go.Figure, title: str) -> go.Figure:
+    # From below 0: an auto-K run that mostly chose K = 0 sits at its mean K, under 1.
+    fig.update_xaxes(title_text="K (draft tokens per round)", range=[-0.5, 16.5])
+    return _keyed(layout(fig, title, height=480, legend=FOOT))
+
+
+def _add_runs(fig: go.Figure, name: str, group: list[dict], field: str, color: str) -> None:
+    """A group's runs: `field` averaged at each fixed K (a line named after the group), and each
+    auto-K run as a star at the mean K it chose."""
+    by_k = defaultdict(list)
+    for r in group:
+        by_k[r["k"]].append(r)
+    ks = sorted(k for k in by_k if k != "auto")
+    marker = {"size": 11, "color": color}
+    fig.add_trace(
+        go.Scatter(
+            x=ks or [None],  # a group of auto-K runs alone still names its colour in the legend
+            y=[mean(r[field] for r in by_k[k]) for k in ks] or [None],
+            name=name,
+            mode="lines+markers",
+            line={"color": color, "width": 3},
+            marker=marker,
+            legendgroup=name,
+        )
+    )
+    if auto := by_k.get("auto"):
+        fig.add_trace(
+            go.Scatter(
+                x=[r["mean_k"] for r in auto],
+                y=[r[field] for r in auto],
+                name=f"{name} auto K (at its mean K)",
+                mode="markers",
+                marker={**marker, "size": 18, "symbol": "star"},
+                legendgroup=AUTO,
+                showlegend=False,
+            )
+        )
 
 
 def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
     """The textbook's speedup (dotted) and the one predicted from measured costs (dashed, over
     the K with a measured verify pass), its best K marked. Their α is the per-draft acceptance
-    probability; accepted/drafted (the left panel) is lower, since drafts after a rejection are
+    probability; kept / drafted (``alpha_chart``) is lower, since drafts after a rejection are
     never judged."""
-    c, common = curve.costs.c, {"mode": "lines", "legendgroup": curve.name}
+    c = curve.costs.c
     fig.add_trace(
         go.Scatter(
             x=list(curve.textbook),
             y=list(curve.textbook.values()),
-            name=f"{curve.name} textbook theory (verify = 1 step)",
+            name=f"{curve.name} {TEXTBOOK}",
+            mode="lines",
             line={"color": color, "width": 2, "dash": "dot"},
-            hovertemplate=f"K = %{{x}}: %{{y:.2f}}× by the textbook formula (α per draft "
-            f"{curve.alpha:.2f}, c {c:.2f} measured, verify = 1 step)<extra></extra>",
-            **common,
-        ),
-        row=1,
-        col=2,
+            hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× by the textbook formula (α per "
+            f"draft {curve.alpha:.2f}, c {c:.2f} measured, verify = 1 step)<extra></extra>",
+            legendgroup=TEXTBOOK,
+            showlegend=False,
+        )
     )
     ks = list(curve.predicted)
     fig.add_trace(
@@ -100,14 +124,15 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
             x=ks,
             y=list(curve.predicted.values()),
             customdata=[curve.costs.verify_cost(k) for k in ks],
-            name=f"{curve.name} predicted from measured costs",
+            name=f"{curve.name} {PREDICTED}",
+            mode="lines",
             line={"color": color, "width": 3, "dash": "dash"},
-            hovertemplate=f"K = %{{x}}: %{{y:.2f}}× predicted (α per draft {curve.alpha:.2f}, "
-            f"c {c:.2f}, verify %{{customdata:.2f}} steps, all measured)<extra></extra>",
-            **common,
-        ),
-        row=1,
-        col=2,
+            hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× predicted (α per draft "
+            f"{curve.alpha:.2f}, c {c:.2f}, verify %{{customdata:.2f}} steps, all measured)"
+            "<extra></extra>",
+            legendgroup=PREDICTED,
+            showlegend=False,
+        )
     )
     best = curve.best_k
     fig.add_trace(
@@ -120,13 +145,23 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
             textposition="top right",
             textfont={"size": 15, "color": color},
             marker={"symbol": "diamond-open", "size": 18, "color": color, "line": {"width": 3}},
-            showlegend=False,
-            legendgroup=curve.name,
             hovertemplate="best K by measured costs: %{x}, %{y:.2f}×<extra></extra>",
-        ),
-        row=1,
-        col=2,
+            legendgroup=PREDICTED,
+            showlegend=False,
+        )
     )
+
+
+def _keyed(fig: go.Figure) -> go.Figure:
+    """`fig` with a grey legend entry for each style in KEYS that its traces use."""
+    for name, style in KEYS.items():
+        if any(t.legendgroup == name for t in fig.data):
+            fig.add_trace(
+                go.Scatter(
+                    x=[None], y=[None], name=name, legendgroup=name, hoverinfo="skip", **style
+                )
+            )
+    return fig
 
 
 TIME_COLORS = dict(
@@ -135,22 +170,14 @@ TIME_COLORS = dict(
 BREAKDOWN_RUNS = 12  # the newest runs get a bar each
 
 
-def breakdown_chart(runs: list[dict]) -> go.Figure:
+def time_chart(runs: list[dict]) -> go.Figure:
     """Where each run's time went, in ms per new token (``costs.time_split``), with the target
-    alone's pace marked; and per draft position, the share of judged drafts kept, beside the one
-    α per draft that the i.i.d. formula assumes for every position."""
-    shown = [(i, r, split) for i, r in enumerate(runs, 1) if (split := costs.time_split(r))]
+    alone's pace marked."""
+    shown = _newest(runs)
     if not shown:
         return placeholder("Where each run's time goes appears here after a run")
-    shown = shown[::-1][:BREAKDOWN_RUNS]  # newest first, at the top
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.56, 0.44],
-        horizontal_spacing=0.16,
-        subplot_titles=("Where the time goes (measured)", "Drafts kept, by position (measured)"),
-    )
     labels = [f"#{i} K={r['k']} {costs.group_name(costs.group_key(r))}" for i, r, _ in shown]
+    fig = go.Figure()
     for part, color in TIME_COLORS.items():
         fig.add_trace(
             go.Bar(
@@ -162,9 +189,7 @@ def breakdown_chart(runs: list[dict]) -> go.Figure:
                 marker_color=color,
                 hovertemplate=f"{part}: %{{x:.1f}} ms per token, %{{customdata:.0%}} of the run"
                 "<extra></extra>",
-            ),
-            row=1,
-            col=1,
+            )
         )
     fig.add_trace(
         go.Scatter(
@@ -174,25 +199,45 @@ def breakdown_chart(runs: list[dict]) -> go.Figure:
             mode="markers",
             marker={"symbol": "line-ns-open", "size": 26, "color": "#111827", "line": {"width": 4}},
             hovertemplate="target alone: %{x:.1f} ms per token<extra></extra>",
-        ),
-        row=1,
-        col=1,
+        )
     )
-    for j, (key, group) in enumerate(costs.groups(runs)):
-        _add_positions(fig, costs.group_name(key), group, PALETTE[j % len(PALETTE)])
-    fig.update_xaxes(title_text="ms per new token", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", row=1, col=1)
-    fig.update_xaxes(title_text="draft position in the round", dtick=1, row=1, col=2)
-    fig.update_yaxes(title_text="kept / judged", range=[0, 1.05], row=1, col=2)
-    fig = layout(fig, "", height=max(380, 170 + 34 * len(shown)))
-    below = {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "xanchor": "left"}
-    fig.update_layout(barmode="stack", legend={**below, "traceorder": "normal"}, margin={"b": 120})
+    fig.update_xaxes(title_text="ms per new token", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed")
+    fig = layout(fig, "Where the time goes (measured)", _height(shown), FOOT)
+    fig.update_layout(barmode="stack", legend_traceorder="normal")
     return fig
 
 
+def positions_chart(runs: list[dict]) -> go.Figure:
+    """Per draft position, the share of judged drafts kept, beside the one α per draft that the
+    i.i.d. formula assumes for every position; as tall as ``time_chart``, which it sits beside."""
+    fig = go.Figure()
+    for j, (key, group) in enumerate(costs.groups(runs)):
+        _add_positions(fig, costs.group_name(key), group, PALETTE[j % len(PALETTE)])
+    if not fig.data:
+        return placeholder(
+            "How often each draft position is kept appears here once drafts are judged"
+        )
+    fig.update_xaxes(title_text="draft position in the round", dtick=1)
+    fig.update_yaxes(title_text="kept / judged", range=[0, 1.05])
+    return _keyed(layout(fig, "Drafts kept, by position (measured)", _height(_newest(runs)), FOOT))
+
+
+def _newest(runs: list[dict]) -> list[tuple[int, dict, dict]]:
+    """(number, run, time split) of the newest BREAKDOWN_RUNS runs with a time split, newest
+    first."""
+    shown = [(i, r, split) for i, r in enumerate(runs, 1) if (split := costs.time_split(r))]
+    return shown[::-1][:BREAKDOWN_RUNS]
+
+
+def _height(shown: list) -> int:
+    return max(400, 200 + 34 * len(shown))
+
+
 def _add_positions(fig: go.Figure, name: str, group: list[dict], color: str) -> None:
-    """A group's acceptance rate at each draft position, and the pooled rate (the α per draft
-    of the formulas) as a flat line: where they part, acceptance is not i.i.d."""
+    """A group's acceptance rate at each draft position (a line named after the group), and the
+    pooled rate (the α per draft of the formulas) as a flat line: where they part, acceptance is
+    not i.i.d."""
     judged, kept = costs.position_counts(group)
     positions = [i + 1 for i, n in enumerate(judged) if n]
     if not positions:
@@ -202,14 +247,13 @@ def _add_positions(fig: go.Figure, name: str, group: list[dict], color: str) -> 
             x=positions,
             y=[kept[i - 1] / judged[i - 1] for i in positions],
             customdata=[judged[i - 1] for i in positions],
-            name=f"{name} kept at each position",
+            name=name,
             mode="lines+markers",
             line={"color": color, "width": 3},
             marker={"size": 11, "color": color},
-            hovertemplate="position %{x}: %{y:.0%} of %{customdata} judged<extra></extra>",
-        ),
-        row=1,
-        col=2,
+            hovertemplate=f"{name}, position %{{x}}: %{{y:.0%}} of %{{customdata}} judged kept"
+            "<extra></extra>",
+        )
     )
     pooled = sum(kept) / sum(judged)
     fig.add_trace(
@@ -219,8 +263,9 @@ def _add_positions(fig: go.Figure, name: str, group: list[dict], color: str) -> 
             name=f"{name} i.i.d. formula: α per draft = {pooled:.2f} at every position",
             mode="lines",
             line={"color": color, "width": 2, "dash": "dot"},
-            hoverinfo="skip",
-        ),
-        row=1,
-        col=2,
+            hovertemplate=f"{name}: α per draft = {pooled:.2f} at every position, as the i.i.d. "
+            "formula assumes<extra></extra>",
+            legendgroup=IID,
+            showlegend=False,
+        )
     )

@@ -50,6 +50,14 @@ def drafter_radio() -> gr.Radio:
     return gr.Radio(choices, value=default_drafter(resolve_device()), label="Drafter")
 
 
+PANEL_WIDTH = 320  # px: two plots in a row sit side by side down to twice this, then stack
+
+
+def plot(figure, label: str, elem_id: str | None = None) -> gr.Plot:
+    """A chart without a label of its own (its figure has a title), one panel of a row."""
+    return gr.Plot(figure, label=label, show_label=False, min_width=PANEL_WIDTH, elem_id=elem_id)
+
+
 def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
     return gr.HighlightedText(
         label=label,
@@ -128,19 +136,17 @@ def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict
     w["rounds_plot"] = gr.Plot(
         charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
     )
-    w["session_plot"] = gr.Plot(
-        session_charts.session_chart([]),
-        label="The session against K",
-        show_label=False,
-        elem_id="session-plot",
-    )
+    with gr.Row():
+        w["alpha_plot"] = plot(session_charts.alpha_chart([]), "α against K", "alpha-plot")
+        w["speedup_plot"] = plot(
+            session_charts.speedup_chart([]), "Speedup against K", "speedup-plot"
+        )
     w["cost_note"] = gr.Markdown(costs.cost_note([]), label="Measured costs", elem_id="cost-note")
-    w["breakdown_plot"] = gr.Plot(
-        session_charts.breakdown_chart([]),
-        label="Where the time goes",
-        show_label=False,
-        elem_id="breakdown-plot",
-    )
+    with gr.Row():
+        w["time_plot"] = plot(session_charts.time_chart([]), "Where the time goes", "time-plot")
+        w["positions_plot"] = plot(
+            session_charts.positions_chart([]), "Drafts kept by position", "positions-plot"
+        )
     with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
         with gr.Row():
             w["ks"] = gr.CheckboxGroup(
@@ -180,7 +186,9 @@ def exact_tab(first: str) -> dict:
                 )
                 w["top_p"] = top_p_slider(EXACT_DEFAULTS)
             with gr.Row():
-                w["k"] = slider("k", "K", "for the greedy check", defaults=EXACT_DEFAULTS)
+                w["k"] = slider(
+                    "k", "K", "drafts a round: two-token and greedy checks", defaults=EXACT_DEFAULTS
+                )
                 w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
             w["seed"] = seed_box()
     w["rule"] = gr.Radio(
@@ -194,13 +202,9 @@ def exact_tab(first: str) -> dict:
     w["check"] = gr.Button("Check", variant="primary", elem_id="check")
     w["summary"] = gr.Markdown(label="Verdict", elem_id="exact-summary")
     with gr.Row():
-        w["plot"] = gr.Plot(
-            charts.placeholder("Histograms appear here"), label="First token", show_label=False
-        )
-        w["joint_plot"] = gr.Plot(
-            charts.placeholder("The first two tokens appear here"),
-            label="First two tokens",
-            show_label=False,
+        w["plot"] = plot(charts.placeholder("Histograms appear here"), "First token")
+        w["joint_plot"] = plot(
+            charts.placeholder("The first two tokens appear here"), "First two tokens"
         )
     w["greedy"] = gr.Markdown(label="Greedy check")
     with gr.Accordion("Raw numbers", open=False):
