@@ -247,3 +247,13 @@ def test_a_curve_style_is_named_once_in_grey_and_a_colour_once_per_group():
         assert len([t for t in fig.data if t.legendgroup == key]) >= 3
     positions = session_charts.positions_chart(runs)
     assert legend_entries(positions) == ["T=0", "T=1", session_charts.IID]
+
+
+def test_on_cuda_the_speedup_chart_draws_the_captured_draft_step_as_a_third_curve():
+    gpu = {**RUN, "device": "cuda:0", "cost_t_draft": 0.0086, "cost_t_draft_captured": 0.0011}
+    fig = session_charts.speedup_chart([gpu])
+    captured = trace(fig, f"T=1 {session_charts.CAPTURED}")
+    curve = costs.group_curves(costs.group_key(gpu), [gpu])
+    assert list(captured.y) == pytest.approx(list(curve.captured.values()))
+    assert session_charts.CAPTURED in names(fig)  # its grey legend entry
+    assert not any(session_charts.CAPTURED in n for n in names(session_charts.speedup_chart([RUN])))

@@ -19,6 +19,7 @@ from specdemo.render import COLORS
 AUTO = "auto K, at the mean K it chose"
 TEXTBOOK = "textbook theory (verify = 1 step)"
 PREDICTED = "predicted from measured costs"
+CAPTURED = "predicted with the draft step as a CUDA graph (measured)"
 IID = "i.i.d. formula: one α per draft"
 KEY_COLOR = "#6b7280"
 # Each styled trace joins its style's legend group, so its grey entry shows or hides all of them.
@@ -26,6 +27,7 @@ KEYS = {
     AUTO: {"mode": "markers", "marker": {"symbol": "star", "size": 18, "color": KEY_COLOR}},
     TEXTBOOK: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 2, "dash": "dot"}},
     PREDICTED: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 3, "dash": "dash"}},
+    CAPTURED: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 2, "dash": "dashdot"}},
     IID: {"mode": "lines", "line": {"color": KEY_COLOR, "width": 2, "dash": "dot"}},
 }
 
@@ -45,7 +47,8 @@ def speedup_chart(runs: list[dict]) -> go.Figure:
     """The session's measured speedups against K, one line per group; beside them, two curves at
     the group's measured α per draft (``costs.group_curves``): the textbook's, which charges a
     verify as one target step, and the one predicted from the step costs measured on this
-    machine, its best K marked."""
+    machine, its best K marked; on CUDA a third, with the draft step replayed from a captured
+    CUDA graph, where that step was measured."""
     if not runs:
         return placeholder("Each run's speedup adds a point here, beside two formulas' curves")
     fig = go.Figure()
@@ -134,6 +137,21 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
             showlegend=False,
         )
     )
+    if curve.captured:  # on CUDA: the lever of a draft step replayed from one captured graph
+        fig.add_trace(
+            go.Scatter(
+                x=list(curve.captured),
+                y=list(curve.captured.values()),
+                name=f"{curve.name} {CAPTURED}",
+                mode="lines",
+                line={"color": color, "width": 2, "dash": "dashdot"},
+                hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× if the draft step were "
+                f"captured as a CUDA graph (c {curve.captured_c:.2f} measured, against "
+                f"{c:.2f} eager)<extra></extra>",
+                legendgroup=CAPTURED,
+                showlegend=False,
+            )
+        )
     best = curve.best_k
     fig.add_trace(
         go.Scatter(
