@@ -56,7 +56,8 @@ def test_step_through_explains_every_kind_of_round(pair, drafter, temperature):
         assert len(stepping.step_rows(r, pair.tokenizer)) == r.k + 1
         charts.step_chart(r, lambda ids: token_labels(pair.tokenizer, ids))
         note = microscope.markdown(scope, r, pair.tokenizer)
-        assert ("one-hot" in note) == (temperature == 0) and microscope.chart(scope).layout
+        assert ("one-hot" in note) == (temperature == 0)
+        assert all(fig.layout for fig in microscope.figures(scope))
         assert scope.kind == "greedy" if temperature == 0 else scope.p
 
 
@@ -124,10 +125,11 @@ def test_the_microscope_shows_p_and_q_at_the_rejected_guess(pair):
     note = microscope.markdown(m, r, pair.tokenizer)
     kept = numbers.prob(m.kept)
     assert note.startswith(f"**Σ min(p, q) = {kept}: the chance a draft token is kept")
-    fig = microscope.chart(m)
-    names = [trace.name or "" for trace in fig.data]
+    scope, rest = microscope.figures(m)
+    names = [trace.name or "" for trace in scope.data]
     assert any(name.startswith("min(p, q)") for name in names)
     assert any(name.startswith("max(0, p − q)") for name in names)
+    assert list(rest.data[0].y) == m.residual
 
 
 def test_the_microscopes_q_comes_from_the_drafters_cut_head(pair, monkeypatch):

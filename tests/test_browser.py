@@ -156,11 +156,11 @@ def test_stop_cancels_a_run_mid_way(page):
     assert page.locator("#alpha-plot .js-plotly-plot .scatterlayer .point").count() == 0
 
 
-def test_step_through_zooms_in_on_the_rejected_guess(page):
-    """Step until a round ends in a rejection; p and q at that guess are drawn and explained."""
-    page.get_by_role("tab", name="Step through").click()
-    # Each step's note starts with its round number; the note and the chart of one round come in
-    # one update, so once the note names the round, the chart on its way is that round's.
+def step_until_rejected(page) -> str:
+    """On the Step-through tab, step until a round ends in a rejection; its microscope note, once
+    both of its plots are drawn."""
+    # Each step's note starts with its round number; the note and the charts of one round come
+    # in one update, so once the note names the round, the charts on their way are that round's.
     note = "document.querySelector('#microscope-note').innerText"
     for n in range(1, 21):
         page.click("#step")
@@ -168,17 +168,28 @@ def test_step_through_zooms_in_on_the_rejected_guess(page):
         text = page.inner_text("#microscope-note")
         if "Σ min(p, q)" in text:
             break
-    assert "the chance a draft token is kept here" in text and "was drawn from" in text
-    chart = page.locator("#microscope .js-plotly-plot")
-    # The note and the chart are separate outputs: Plotly may draw the chart a moment later.
+    # The note and the charts are separate outputs: Plotly may draw a chart a moment later.
     page.wait_for_function(
-        "(document.querySelector('#microscope .js-plotly-plot') || {}).textContent"
+        "(document.querySelector('#microscope-p-q .js-plotly-plot') || {}).textContent"
         "?.includes('p with q drawn over it')"
+        " && (document.querySelector('#microscope-residual .js-plotly-plot') || {}).textContent"
+        "?.includes('came from')"
     )
-    assert chart.count() == 1
-    assert page.locator("#microscope .barlayer .point").count() > 0
-    svg = chart.text_content()
+    return text
+
+
+def test_step_through_zooms_in_on_the_rejected_guess(page):
+    """Step until a round ends in a rejection; p and q at that guess are drawn and explained."""
+    page.get_by_role("tab", name="Step through").click()
+    text = step_until_rejected(page)
+    assert "the chance a draft token is kept here" in text and "was drawn from" in text
+    assert page.locator("#microscope .js-plotly-plot").count() == 2
+    assert page.locator("#microscope-p-q .barlayer .point").count() > 0
+    assert page.locator("#microscope-residual .barlayer .point").count() > 0
+    svg = page.locator("#microscope-p-q .js-plotly-plot").text_content()
     assert "p with q drawn over it" in svg and "Σ = " in svg and "guess ✗" in svg
+    residual = page.locator("#microscope-residual .js-plotly-plot").text_content()
+    assert "max(0, p − q) / Σ" in residual and "drawn" in residual
 
 
 def test_a_run_explains_its_speedup_with_measured_costs(page):
@@ -271,3 +282,23 @@ def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path)
     for left, right in SIDE_BY_SIDE:
         assert plots[left]["box"][2] <= plots[right]["box"][0]
         assert plots[left]["box"][1] == plots[right]["box"][1]
+
+
+def test_on_a_phone_the_microscope_stacks_and_no_label_meets_another(phone, tmp_path):
+    """At 390 px the microscope's two panels stack, and after a rejected round no title,
+    legend, axis title or note of theirs meets another or leaves its plot."""
+    tab = phone.get_by_role("tab", name="Step through")
+    if not tab.count():  # a phone's tab bar moves the tabs that do not fit into a menu
+        phone.get_by_role("button", name="More tabs").click()
+        tab = phone.locator(".overflow-dropdown").get_by_role("button", name="Step through")
+    tab.click()
+    step_until_rejected(phone)
+    plots = settled_plots(phone)
+    scope, residual = plots["microscope-p-q"], plots["microscope-residual"]
+    assert clashes([scope, residual]) == []
+    assert scope["box"][3] <= residual["box"][1]
+    shot = tmp_path / "phone-step.png"
+    phone.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if path := os.environ.get("SPECDEMO_SCREENSHOT_PHONE_STEP"):
+        shutil.copyfile(shot, path)

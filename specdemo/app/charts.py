@@ -24,12 +24,11 @@ FOOT = {"orientation": "h", "xref": "container", "yref": "container", "x": 0, "y
         "xanchor": "left", "yanchor": "bottom"}  # fmt: skip
 
 
-def layout(fig: go.Figure, title: str, height: int = 380, legend: dict | None = None) -> go.Figure:
+def layout(fig: go.Figure, title: str, height: int = 380, legend: dict = FOOT) -> go.Figure:
     """The app's look: `title` at the top left in a margin of its own, axes that make room for
-    their labels (the template's automargin), and `legend` (FOOT), shown even for one entry; a
-    caller that places its legend itself passes none. Panels side by side are figures of their
-    own in a ``gr.Row``, so that a phone stacks them; a figure stacks its panels only
-    vertically."""
+    their labels (the template's automargin), and `legend` at the foot, shown even for one
+    entry. Panels side by side are figures of their own in a ``gr.Row``, so that a phone stacks
+    them; a figure stacks its panels only vertically."""
     fig.update_layout(
         template="plotly_white",
         title={"text": title, "x": 0.01},
@@ -37,9 +36,9 @@ def layout(fig: go.Figure, title: str, height: int = 380, legend: dict | None = 
         height=height,
         margin={"l": 60, "r": 20, "t": 60 if title else 30, "b": 20},
         bargap=0.2,
+        legend=legend,
+        showlegend=True,
     )
-    if legend is not None:
-        fig.update_layout(legend=legend, showlegend=True)
     return fig
 
 
@@ -104,7 +103,7 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     fig.update_xaxes(title_text="round (one target pass)", range=[0.5, len(rounds) + 0.5])
     fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
     fig.update_yaxes(title_text="α so far", range=[0, 1.05], secondary_y=True, showgrid=False)
-    fig = layout(fig, "This run, round by round", height=420, legend=FOOT)
+    fig = layout(fig, "This run, round by round", height=420)
     fig.update_layout(barmode="overlay")
     return fig
 
@@ -195,7 +194,7 @@ def exactness_chart(
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="probability / frequency", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="(O − E)/√E", row=2, col=1)
-    return layout(fig, title, height=560, legend=FOOT)
+    return layout(fig, title, height=560)
 
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
@@ -223,6 +222,6 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         )
     )
     fig.update_yaxes(range=[0, 1.05])
-    fig = layout(fig, "Each guess: q, p, keep-chance and u", height=400, legend=FOOT)
+    fig = layout(fig, "Each guess: q, p, keep-chance and u", height=400)
     fig.update_layout(barmode="group")
     return fig

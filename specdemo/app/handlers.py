@@ -40,7 +40,8 @@ GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SE
 SWEEP_OUTPUTS = (*SESSION_OUTPUTS, "sweep_progress", "sweep_tick")
 EXACTNESS_OUTPUTS = ("plot", "joint_plot", "summary", "greedy", "details")
 STEP_OUTPUTS = (
-    "text", "draft", "verify", "accept", "table", "plot", "microscope", "microscope_note", "state"
+    "text", "draft", "verify", "accept", "table", "plot", "microscope", "residual",
+    "microscope_note", "state",
 )  # fmt: skip
 
 
@@ -203,7 +204,7 @@ def step(
 def reset_step() -> list:
     """An empty step-through (STEP_OUTPUTS)."""
     empty = charts.placeholder(STEP_PLACEHOLDER)
-    return [[], "", "", "", [], empty, charts.placeholder(microscope.PLACEHOLDER), "", None]
+    return [[], "", "", "", [], empty, *microscope.placeholders(), "", None]
 
 
 def model_markdown(summary) -> str:

@@ -1,14 +1,14 @@
 """The step-through's rejection microscope: p and q side by side where a round ended, drawn and
 explained.
 
-Input is a ``stepping.Microscope`` (plain numbers, measured from the models); out come a
-``go.Figure`` and one plain-language note. The shaded overlap min(p, q) sums to the chance that a
-draft token is kept there, 1 − TV(p, q); what p has above q, max(0, p − q), renormalised, is the
-distribution a rejected guess is replaced from (Leviathan et al., 2023).
+Input is a ``stepping.Microscope`` (plain numbers, measured from the models); out come two
+single-panel figures, shown side by side or stacked on a phone, and one plain-language note. The
+shaded overlap min(p, q) sums to the chance that a draft token is kept there, 1 − TV(p, q); what
+p has above q, max(0, p − q), renormalised, is the distribution a rejected guess is replaced from
+(Leviathan et al., 2023).
 """
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
@@ -18,7 +18,9 @@ from specdemo.render import COLORS
 from specdemo.text import token_text
 
 PLACEHOLDER = "p and q where the round ended appear here"
+RESIDUAL_PLACEHOLDER = "The residual a rejected guess is replaced from appears here"
 Q_OUTLINE = "#111827"
+HEIGHT = 480
 MARK = {
     "textposition": "outside",
     "constraintext": "none",
@@ -27,43 +29,42 @@ MARK = {
 }
 
 
-def chart(m: Microscope) -> go.Figure:
+def figures(m: Microscope) -> tuple[go.Figure, go.Figure]:
+    """The two panels, each a figure of its own: p with q drawn over it, and the residual the
+    target drew from."""
+    return p_and_q_chart(m), residual_chart(m)
+
+
+def placeholders() -> tuple[go.Figure, go.Figure]:
+    """The two panels before the first round."""
+    return placeholder(PLACEHOLDER, HEIGHT), placeholder(RESIDUAL_PLACEHOLDER, HEIGHT)
+
+
+def p_and_q_chart(m: Microscope) -> go.Figure:
     """Rejected: p as stacked bars (min(p, q) shaded, max(0, p − q) on top) with q as an
-    outline over them, and beside it the normalised residual. Bonus: p alone."""
+    outline over them. Bonus: p alone."""
     if m.kind == "greedy":
-        return placeholder("At temperature 0, p and q are one-hot: the note below explains", 300)
+        return placeholder("At temperature 0, p and q are one-hot: the note below explains", HEIGHT)
     if m.kind == "bonus":
         fig = go.Figure(
             go.Bar(
                 x=m.labels,
                 y=m.p,
-                name=f"p at position {m.position + 1}",
+                name="p: the target",
                 marker_color=COLORS["bonus"],
                 text=_mark(m, m.drawn, "drawn"),
                 **MARK,
             )
         )
-        fig.update_yaxes(title_text="probability", rangemode="tozero")
-        title = f"Every guess kept: the bonus token comes from p at position {m.position + 1}"
-        fig = layout(fig, title, height=420)
-        fig.update_layout(showlegend=False)
-        return fig
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.6, 0.4],
-        horizontal_spacing=0.08,
-        subplot_titles=(
-            f"Guess {m.position + 1}: p with q drawn over it",
-            f"max(0, p − q) / Σ: where {m.labels[m.tokens.index(m.drawn)]} came from",
-        ),
-    )
+        _y_range(fig, m.p)
+        return layout(fig, f"Bonus: p at position {m.position + 1}", HEIGHT)
+    fig = go.Figure()
     excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
     for name, values, base, color in (
         (f"min(p, q): kept-chance, Σ = {prob(m.kept)}", m.overlap, None, COLORS["accepted"]),
         (f"max(0, p − q): residual, Σ = {prob(m.left)}", excess, m.overlap, COLORS["resampled"]),
     ):
-        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color), 1, 1)
+        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color))
     fig.add_trace(
         go.Bar(
             x=m.labels,
@@ -72,30 +73,42 @@ def chart(m: Microscope) -> go.Figure:
             marker={"color": "rgba(0, 0, 0, 0)", "line": {"color": Q_OUTLINE, "width": 3}},
             text=_mark(m, m.drafted, "guess ✗"),
             **{**MARK, "textfont": {"color": COLORS["rejected"], "size": 16}},
-        ),
-        1,
-        1,
+        )
     )
-    fig.add_trace(
+    fig.update_traces(offsetgroup="p")  # the q outline over the p stack
+    _y_range(fig, m.p + m.q)
+    fig = layout(fig, f"Guess {m.position + 1}: p with q drawn over it", HEIGHT)
+    fig.update_layout(barmode="group", bargap=0.25)
+    return fig
+
+
+def residual_chart(m: Microscope) -> go.Figure:
+    """Rejected: the normalised residual max(0, p − q) / Σ, with the token drawn from it."""
+    if m.kind == "greedy":
+        return placeholder("At temperature 0 the residual is p itself: its top choice", HEIGHT)
+    if m.kind == "bonus":
+        return placeholder("Every guess was kept: no residual to draw from", HEIGHT)
+    fig = go.Figure(
         go.Bar(
             x=m.labels,
             y=m.residual,
-            name="residual / Σ: what the target drew from",
+            name="max(0, p − q) / Σ",
             marker_color=COLORS["resampled"],
             text=_mark(m, m.drawn, "drawn"),
-            showlegend=False,
             **MARK,
-        ),
-        1,
-        2,
+        )
     )
-    fig.update_traces(offsetgroup="p", row=1, col=1)  # the q outline over the p stack
-    fig.update_yaxes(range=[0, max(m.p + m.q + m.residual) * 1.18 + 0.02])
-    fig.update_yaxes(title_text="probability", row=1, col=1)
-    fig = layout(fig, "", height=460)
-    below = {"orientation": "h", "yanchor": "top", "y": -0.16, "x": 0, "xanchor": "left"}
-    fig.update_layout(barmode="group", bargap=0.25, legend=below, margin={"t": 40, "b": 110})
-    return fig
+    _y_range(fig, m.residual)
+    drawn = m.labels[m.tokens.index(m.drawn)]
+    return layout(fig, f"Where {drawn} came from", HEIGHT)
+
+
+def _y_range(fig: go.Figure, values: list[float]) -> None:
+    # Headroom for the bar texts above the tallest bar, and half a bar's slot beside the end
+    # ones, so that a text wider than its bar stays off the axes' numbers.
+    fig.update_yaxes(title_text="probability", range=[0, max(values) * 1.18 + 0.02])
+    n = len(fig.data[0].x)
+    fig.update_xaxes(range=[-1, n])
 
 
 def _mark(m: Microscope, token: int, text: str) -> list[str]:
@@ -140,6 +153,6 @@ def markdown(m: Microscope, r: Round, tokenizer) -> str:
         f"but p = {prob(m.p_x)}: its outline stands above its bar, so it was kept only with chance "
         f"p/q = {prob(r.accept_prob[i])}, and u = {prob(r.u[i])} said no. The orange part, "
         f"max(0, p − q) (Σ = {prob(m.left)}), is what p has above q: what the draft under-"
-        f"proposed. Renormalised (right), it is where {drawn} was drawn from, so that kept "
-        "guesses and replacements together follow p exactly."
+        f"proposed. Renormalised (the second chart), it is where {drawn} was drawn from, so "
+        "that kept guesses and replacements together follow p exactly."
     )

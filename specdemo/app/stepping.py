@@ -23,7 +23,7 @@ from specdemo.text import Detokenizer, token_labels, token_text
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
 TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar
-OTHERS = "all other tokens"
+OTHERS = "other tokens"
 STEP_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u", "verdict"]
 
 

@@ -241,12 +241,10 @@ def step_tab(first: str) -> dict:
         label="This round's guesses",
         show_label=False,
     )
-    w["microscope"] = gr.Plot(
-        charts.placeholder(microscope.PLACEHOLDER),
-        label="Microscope",
-        show_label=False,
-        elem_id="microscope",
-    )
+    scope, residual = microscope.placeholders()
+    with gr.Row(elem_id="microscope"):
+        w["microscope"] = plot(scope, "Microscope: p and q", "microscope-p-q")
+        w["residual"] = plot(residual, "Microscope: the residual", "microscope-residual")
     w["microscope_note"] = gr.Markdown(
         label="Microscope note", elem_id="microscope-note", elem_classes="phase"
     )

@@ -93,7 +93,7 @@ def run_step(pair, request: Step, state) -> list:
         *stepping.step_markdown(r, tokenizer, config),
         stepping.step_rows(r, tokenizer),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
-        microscope.chart(scope),
+        *microscope.figures(scope),
         f"**Round {state.steps}:** {microscope.markdown(scope, r, tokenizer)}",
         state,
     ]
