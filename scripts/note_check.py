@@ -15,6 +15,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -43,6 +44,22 @@ def coherent(note: str) -> list[str]:
     return problems
 
 
+NOTE = "#cost-note [data-testid='markdown']"
+BUSY = "#cost-note [data-testid='status-tracker']"  # Gradio's timer while a run is under way
+
+
+def settled_note(page, before: str, seconds: float = 600) -> str:
+    """The cost note once the run has replaced `before` and Gradio's status tracker on it has
+    gone quiet."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        note, busy = page.inner_text(NOTE), page.inner_text(BUSY).strip()
+        if note != before and not busy and "Why the" in note:
+            return note
+        page.wait_for_timeout(500)
+    raise TimeoutError("the cost note did not change after Generate")
+
+
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 3
@@ -59,14 +76,9 @@ def main(argv=None) -> int:
                 page.wait_for_selector("#generate")
                 page.check("#fresh-run input")
                 for run in range(runs):
-                    before = page.inner_text("#cost-note")
+                    before = page.inner_text(NOTE)
                     page.click("#generate")
-                    page.wait_for_function(
-                        "before => { const t = document.querySelector('#cost-note').innerText;"
-                        " return t !== before && t.includes('Why the two curves differ'); }",
-                        arg=before,
-                    )
-                    note = page.inner_text("#cost-note")
+                    note = settled_note(page, before)
                     notes.append({"run": run, "note": note, "problems": coherent(note)})
                     print(f"run {run}: {note}\n  problems: {notes[-1]['problems']}", flush=True)
                 browser.close()
