@@ -179,8 +179,9 @@ def check_k(k: int | AutoK) -> AutoK | None:
     if isinstance(k, AutoK):
         return k
     if isinstance(k, bool) or not isinstance(k, int):
-        hint = ' (resolve "auto" with engine.auto_k first)' if k == "auto" else ""
-        raise ValueError(f"k must be a whole number >= 0 or an AutoK policy, got {k!r}{hint}")
+        raise ValueError(
+            f'k must be a whole number >= 0, or "auto" resolved by engine.auto_k, got {k!r}'
+        )
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     return None
@@ -275,8 +276,6 @@ def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
     """A fixed k or a policy as given; "auto" as a policy on this pair's step costs."""
     if k == "auto":
         return auto_k(target, drafter)
-    if not isinstance(k, AutoK) and (isinstance(k, bool) or not isinstance(k, int)):
-        raise ValueError(f'k must be a whole number >= 0 or "auto", got {k!r}')
     check_k(k)
     return k
 
