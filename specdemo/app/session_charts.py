@@ -107,51 +107,17 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
     the K with a measured verify pass), its best K marked. Their α is the per-draft acceptance
     probability; kept / drafted (``alpha_chart``) is lower, since drafts after a rejection are
     never judged."""
-    c = curve.costs.c
-    fig.add_trace(
-        go.Scatter(
-            x=list(curve.textbook),
-            y=list(curve.textbook.values()),
-            name=f"{curve.name} {TEXTBOOK}",
-            mode="lines",
-            line={"color": color, "width": 2, "dash": "dot"},
-            hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× by the textbook formula (α per "
-            f"draft {curve.alpha:.2f}, c {c:.2f} measured, verify = 1 step)<extra></extra>",
-            legendgroup=TEXTBOOK,
-            showlegend=False,
-        )
-    )
-    ks = list(curve.predicted)
-    fig.add_trace(
-        go.Scatter(
-            x=ks,
-            y=list(curve.predicted.values()),
-            customdata=[curve.costs.verify_cost(k) for k in ks],
-            name=f"{curve.name} {PREDICTED}",
-            mode="lines",
-            line={"color": color, "width": 3, "dash": "dash"},
-            hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× predicted (α per draft "
-            f"{curve.alpha:.2f}, c {c:.2f}, verify %{{customdata:.2f}} steps, all measured)"
-            "<extra></extra>",
-            legendgroup=PREDICTED,
-            showlegend=False,
-        )
-    )
+    c, at = curve.costs.c, f"{curve.name}, K = %{{x}}: %{{y:.2f}}×"
+    textbook = f"by the textbook formula (α per draft {curve.alpha:.2f}, c {c:.2f} measured, "
+    _add_curve(fig, curve.name, TEXTBOOK, curve.textbook, color, f"{at} {textbook}verify = 1 step)")
+    verify = [curve.costs.verify_cost(k) for k in curve.predicted]
+    predicted = f"predicted (α per draft {curve.alpha:.2f}, c {c:.2f}, verify %{{customdata:.2f}}"
+    hover = f"{at} {predicted} steps, all measured)"
+    _add_curve(fig, curve.name, PREDICTED, curve.predicted, color, hover, customdata=verify)
     if curve.captured:  # on CUDA: the lever of a draft step replayed from one captured graph
-        fig.add_trace(
-            go.Scatter(
-                x=list(curve.captured),
-                y=list(curve.captured.values()),
-                name=f"{curve.name} {CAPTURED}",
-                mode="lines",
-                line={"color": color, "width": 2, "dash": "dashdot"},
-                hovertemplate=f"{curve.name}, K = %{{x}}: %{{y:.2f}}× if the draft step were "
-                f"captured as a CUDA graph (c {curve.captured_c:.2f} measured, against "
-                f"{c:.2f} eager)<extra></extra>",
-                legendgroup=CAPTURED,
-                showlegend=False,
-            )
-        )
+        captured = f"c {curve.captured_c:.2f} measured, against {c:.2f} eager"
+        hover = f"{at} if the draft step were captured as a CUDA graph ({captured})"
+        _add_curve(fig, curve.name, CAPTURED, curve.captured, color, hover)
     best = curve.best_k
     fig.add_trace(
         go.Scatter(
@@ -166,6 +132,24 @@ def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
             hovertemplate="best K by measured costs: %{x}, %{y:.2f}×<extra></extra>",
             legendgroup=PREDICTED,
             showlegend=False,
+        )
+    )
+
+
+def _add_curve(fig, group: str, style: str, points: dict, color: str, hover: str, **extra):
+    """One formula's speedup against K for a group: drawn as its style's grey key (KEYS) in the
+    group's colour, shown and hidden with that key."""
+    fig.add_trace(
+        go.Scatter(
+            x=list(points),
+            y=list(points.values()),
+            name=f"{group} {style}",
+            line={**KEYS[style]["line"], "color": color},
+            mode="lines",
+            hovertemplate=hover + "<extra></extra>",
+            legendgroup=style,
+            showlegend=False,
+            **extra,
         )
     )
 
