@@ -147,6 +147,15 @@ def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int
 
 
 @pytest.fixture
+def clean_model_env(monkeypatch):
+    """No setting that chooses a pair, its precision, device or cache, and no ZeroGPU: what the
+    machine running the tests has set must not choose for them."""
+    for name in ("SPECDEMO_PAIR", "SPECDEMO_TARGET", "SPECDEMO_DRAFT", "SPECDEMO_PRECISION",
+                 "SPECDEMO_DEVICE", "SPECDEMO_CACHE", "SPACES_ZERO_GPU"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def meta_default():
     """The default device set to "meta": a tensor built without a device lands there and meets
     the models' CPU tensors, as a CPU tensor meets CUDA tensors on a GPU, so it raises."""

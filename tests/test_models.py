@@ -17,20 +17,7 @@ from conftest import tiny_model
 from specdemo import models
 from specdemo.models import GGUFSpec, convert, gguf, load
 
-ENV_VARS = (
-    "SPECDEMO_PAIR",
-    "SPECDEMO_TARGET",
-    "SPECDEMO_DRAFT",
-    "SPECDEMO_PRECISION",
-    "SPECDEMO_DEVICE",
-    "SPECDEMO_CACHE",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_model_env")
 
 
 # ---------------------------------------------------------------- GGUF assembly

@@ -10,20 +10,7 @@ from conftest import tiny_model
 from specdemo import models
 from specdemo.models import load, pairs
 
-ENV_VARS = (
-    "SPECDEMO_PAIR",
-    "SPECDEMO_TARGET",
-    "SPECDEMO_DRAFT",
-    "SPECDEMO_PRECISION",
-    "SPECDEMO_DEVICE",
-    "SPACES_ZERO_GPU",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ENV_VARS:
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("clean_model_env")
 
 
 @pytest.fixture
