@@ -33,16 +33,16 @@ def main() -> int:
     for key, group in costs.groups(session.runs):
         curve = costs.group_curves(key, group)
         for r in group:
-            predicted = curve.predicted.get(r["k"]) if r["k"] != "auto" else None
+            predicted = curve.predicted.get(r.k) if r.k != "auto" else None
             rows.append(
                 {
-                    "T": r["temperature"],
-                    "k": r["k"],
-                    "mean_k": round(r["mean_k"], 2),
-                    "alpha_per_token": round(r["alpha_per_token"], 3),
-                    "measured": round(r["speedup"], 3),
+                    "T": r.temperature,
+                    "k": r.k,
+                    "mean_k": round(r.mean_k, 2),
+                    "alpha_per_token": round(r.alpha_per_token, 3),
+                    "measured": round(r.speedup, 3),
                     "curve": predicted and round(predicted, 3),
-                    "measured / curve": predicted and round(r["speedup"] / predicted, 3),
+                    "measured / curve": predicted and round(r.speedup / predicted, 3),
                 }
             )
             print(rows[-1], flush=True)

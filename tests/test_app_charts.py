@@ -1,21 +1,24 @@
-"""The figures and the cost model's numbers take plain recorded rows: the textbook curve and the
+"""The figures and the cost model's numbers take run records: the textbook curve and the
 one from measured costs, the sentence on why they differ, where the time goes, acceptance by
 draft position, and the K chosen per round."""
+
+from dataclasses import replace
 
 import pytest
 
 from specdemo.app import charts, costs, session_charts
+from specdemo.app.run_record import TIME_PARTS, RunRecord
 from specdemo.theory import expected_speedup, expected_tokens_per_pass
 
-# One run as race.record writes it: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a
-# verify pass that costs 1.2 target steps at K = 1, rising by 0.1 step per draft.
-RUN = {"drafter": "model", "adaptive": False, "temperature": 1.0, "k": 2, "alpha": 0.5,
-       "alpha_per_token": 0.6, "speedup": 1.2, "c": 0.4, "predicted_speedup": 1.5,
-       "cost_t_step": 0.010, "cost_t_draft": 0.004,
-       "cost_t_verify": [0.010 * (1.1 + 0.1 * k) for k in range(1, 9)],
-       "spec_tokens": 40, "spec_seconds": 2.0, "target_tokens": 40, "target_seconds": 2.4,
-       "prefill_seconds": 0.1, "draft_seconds": 0.5, "verify_seconds": 1.2,
-       "position_judged": [10, 6, 3], "position_kept": [6, 3, 1]}  # fmt: skip
+# One run: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a verify pass that costs 1.2
+# target steps at K = 1, rising by 0.1 step per draft; 40 tokens in 2 s against 2.4 s (1.2×).
+RUN = RunRecord(drafter="model", adaptive=False, temperature=1.0, k=2, alpha=0.5,
+                alpha_per_token=0.6, c=0.4, predicted_speedup=1.5,
+                cost_t_step=0.010, cost_t_draft=0.004,
+                cost_t_verify=tuple(0.010 * (1.1 + 0.1 * k) for k in range(1, 9)),
+                spec_tokens=40, spec_seconds=2.0, target_tokens=40, target_seconds=2.4,
+                prefill_seconds=0.1, draft_seconds=0.5, verify_seconds=1.2,
+                position_judged=(10, 6, 3), position_kept=(6, 3, 1))  # fmt: skip
 
 
 def names(fig) -> list[str]:
@@ -32,7 +35,7 @@ def legend_entries(fig) -> list[str]:
 
 
 def test_the_textbook_curve_charges_a_verify_as_one_step_at_the_measured_alpha_and_c():
-    fig = session_charts.speedup_chart([RUN, {**RUN, "k": 4, "cost_t_draft": 0.005}])
+    fig = session_charts.speedup_chart([RUN, replace(RUN, k=4, cost_t_draft=0.005)])
     textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
     assert list(textbook.x) == list(range(1, 17))
     assert list(textbook.y) == pytest.approx([expected_speedup(0.6, k, 0.45) for k in range(1, 17)])
@@ -43,7 +46,7 @@ def test_the_predicted_curve_charges_the_measured_verify_and_lies_below_the_text
     fig = session_charts.speedup_chart([RUN])
     predicted = trace(fig, "T=1 predicted from measured costs")
     textbook = trace(fig, "T=1 textbook theory (verify = 1 step)")
-    measured = costs.run_costs(RUN)
+    measured = RUN.costs
     assert list(predicted.x) == list(range(1, 9))  # the K with a measured verify pass
     assert list(predicted.y) == pytest.approx([measured.speedup(0.6, k) for k in range(1, 9)])
     assert all(p < t for p, t in zip(predicted.y, textbook.y, strict=False))  # verify > 1 step
@@ -53,8 +56,8 @@ def test_the_predicted_curve_charges_the_measured_verify_and_lies_below_the_text
 
 
 def test_a_verify_at_one_step_and_a_free_draft_make_the_two_curves_one():
-    free = {**RUN, "cost_t_draft": 0.0, "cost_t_verify": [0.010] * 8}
-    curve = costs.group_curves(costs.group_key(free), [free])
+    free = replace(RUN, cost_t_draft=0.0, cost_t_verify=[0.010] * 8)
+    curve = costs.group_curves(free.group, [free])
     assert [curve.predicted[k] for k in range(1, 9)] == pytest.approx(
         [curve.textbook[k] for k in range(1, 9)]
     )
@@ -62,19 +65,21 @@ def test_a_verify_at_one_step_and_a_free_draft_make_the_two_curves_one():
 
 
 def test_runs_recorded_without_costs_get_no_curves():
-    fig = session_charts.speedup_chart([{**RUN, "cost_t_verify": None}, {**RUN, "temperature": 0}])
+    fig = session_charts.speedup_chart(
+        [replace(RUN, cost_t_verify=None), replace(RUN, temperature=0)]
+    )
     curves = [n for n in names(fig) if n.startswith("T=") and ("textbook" in n or "predicted" in n)]
     assert curves == [
         "T=0 textbook theory (verify = 1 step)",
         "T=0 predicted from measured costs",
         "T=0 best K predicted",
     ]
-    assert "no" in costs.cost_note([{**RUN, "cost_t_verify": None}])
+    assert "no" in costs.cost_note([replace(RUN, cost_t_verify=None)])
 
 
 def test_the_note_quotes_the_measured_verify_cost_and_both_peaks():
-    runs = [{**RUN, "k": 4}]
-    curve = costs.group_curves(costs.group_key(RUN), runs)
+    runs = [replace(RUN, k=4)]
+    curve = costs.group_curves(RUN.group, runs)
     note = costs.cost_note(runs)
     assert "verifying 5 tokens (K = 4) costs 1.50 target steps" in note
     assert "a draft step 0.40 of one" in note
@@ -86,9 +91,9 @@ def test_the_note_quotes_the_measured_verify_cost_and_both_peaks():
 
 
 def test_the_note_speaks_of_the_latest_runs_settings_and_a_free_lookup_draft():
-    runs = [RUN, {**RUN, "drafter": "lookup", "k": "auto", "cost_t_draft": 0.0}]
+    runs = [RUN, replace(RUN, drafter="lookup", k="auto", cost_t_draft=0.0)]
     note = costs.cost_note(runs)
-    best = costs.group_curves(costs.group_key(runs[1]), runs[1:]).best_k
+    best = costs.group_curves(runs[1].group, runs[1:]).best_k
     assert "(T=1 lookup" in note and f"(K = {best}) costs" in note
     assert "costs no model step" in note
     assert costs.cost_note([]) == costs.NOTE_PLACEHOLDER
@@ -98,30 +103,30 @@ def test_on_a_gpu_the_note_explains_the_draft_cost_by_layers():
     """From the profile's c and the layer counts: why a 0.5B draft costs nearly a 1.5B target's
     step on a GPU, and the lever that removes it; a CPU run and a graph-captured one say no more
     than is true of them."""
-    gpu = {**RUN, "device": "cuda:0", "target_layers": 28, "draft_layers": 24,
-           "draft_step": "eager", "cost_t_draft": 0.0086}  # fmt: skip
+    gpu = replace(RUN, device="cuda:0", target_layers=28, draft_layers=24,
+           draft_step="eager", cost_t_draft=0.0086)  # fmt: skip
     note = costs.cost_note([gpu])
     assert "the draft's 24 layers cost 0.86 of the target's 28 (0.86 by layer count)" in note
     assert "SPECDEMO_DRAFT_STEP=graph" in note
-    lever = costs.cost_note([{**gpu, "cost_t_draft_captured": 0.0011}])
+    lever = costs.cost_note([replace(gpu, cost_t_draft_captured=0.0011)])
     assert "(SPECDEMO_DRAFT_STEP=graph) launches" in lever
     assert "measured here costs 0.11 of" in lever
-    curve = costs.group_curves(costs.group_key(gpu), [{**gpu, "cost_t_draft_captured": 0.0011}])
+    curve = costs.group_curves(gpu.group, [replace(gpu, cost_t_draft_captured=0.0011)])
     assert curve.captured_c == pytest.approx(0.11)
     assert all(curve.captured[k] > curve.predicted[k] for k in curve.predicted)
-    assert costs.group_curves(costs.group_key(gpu), [gpu]).captured is None
-    graph = costs.cost_note([{**gpu, "draft_step": "graph", "cost_t_draft": 0.0015}])
+    assert costs.group_curves(gpu.group, [gpu]).captured is None
+    graph = costs.cost_note([replace(gpu, draft_step="graph", cost_t_draft=0.0015)])
     assert "cost 0.15 of the target's 28, its step replayed from one captured" in graph
-    assert "per layer" not in costs.cost_note([{**gpu, "device": "cpu"}])
-    assert "per layer" not in costs.cost_note([{**gpu, "cost_t_draft": 0.0}])  # lookup
+    assert "per layer" not in costs.cost_note([replace(gpu, device="cpu")])
+    assert "per layer" not in costs.cost_note([replace(gpu, cost_t_draft=0.0)])  # lookup
 
 
 def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
-    split = costs.time_split(RUN)
+    split = RUN.time_split
     assert split["other"] == pytest.approx(0.2) and sum(split.values()) == pytest.approx(2.0)
-    fig = session_charts.time_chart([RUN, {**RUN, "k": 4, "spec_seconds": 3.0}])
+    fig = session_charts.time_chart([RUN, replace(RUN, k=4, spec_seconds=3.0)])
     bars = [t for t in fig.data if t.type == "bar"]
-    assert [t.name for t in bars] == list(costs.TIME_PARTS)
+    assert [t.name for t in bars] == list(TIME_PARTS)
     for row, (seconds, tokens) in enumerate([(3.0, 40), (2.0, 40)]):  # newest first
         assert sum(t.x[row] for t in bars) * tokens / 1000 == pytest.approx(seconds)
     assert list(bars[0].y) == ["#2 K=4 T=1", "#1 K=2 T=1"]
@@ -129,7 +134,7 @@ def test_the_time_bar_sums_to_the_runs_time_inside_the_engine():
 
 
 def test_acceptance_by_position_beside_the_one_alpha_of_the_iid_formula():
-    runs = [RUN, {**RUN, "position_judged": [10, 4], "position_kept": [8, 3]}]
+    runs = [RUN, replace(RUN, position_judged=[10, 4], position_kept=[8, 3])]
     assert costs.position_counts(runs) == ([20, 10, 3], [14, 6, 1])
     fig = session_charts.positions_chart(runs)
     kept = trace(fig, "T=1")
@@ -148,7 +153,7 @@ def test_empty_charts_say_what_will_appear():
 
 
 def test_the_session_charts_name_each_drafter_in_the_legend():
-    runs = [RUN, {**RUN, "drafter": "lookup"}, {**RUN, "drafter": "hybrid", "adaptive": True}]
+    runs = [RUN, replace(RUN, drafter="lookup"), replace(RUN, drafter="hybrid", adaptive=True)]
     for chart in (session_charts.alpha_chart, session_charts.speedup_chart):
         assert {t.name for t in chart(runs).data if t.mode == "lines+markers"} == {
             "T=1",
@@ -158,7 +163,7 @@ def test_the_session_charts_name_each_drafter_in_the_legend():
 
 
 def test_auto_k_runs_are_stars_at_the_mean_k_they_chose():
-    runs = [RUN, {**RUN, "k": "auto", "mean_k": 2.6, "speedup": 1.4}]
+    runs = [RUN, replace(RUN, k="auto", mean_k=2.6, spec_seconds=2.4 / 1.4)]
     for chart, measured in ((session_charts.alpha_chart, 0.5), (session_charts.speedup_chart, 1.4)):
         fig = chart(runs)
         star = trace(fig, "T=1 auto K (at its mean K)")
@@ -184,24 +189,24 @@ def test_the_rounds_chart_marks_the_k_asked_and_labels_each_plain_step():
 
 
 def test_a_profile_that_timed_a_verify_below_a_step_draws_no_curve_claim():
-    disturbed = {**RUN, "cost_t_verify": [0.010 * 0.6] * 8}  # 0.6 steps: a load change
+    disturbed = replace(RUN, cost_t_verify=[0.010 * 0.6] * 8)  # 0.6 steps: a load change
     note = costs.cost_note([disturbed])
     assert "profile is disturbed" in note and "0.60 plain steps" in note
     assert "peaks at" not in note
 
 
 def test_a_verify_within_noise_of_a_step_says_the_curves_are_level():
-    level = {**RUN, "cost_t_draft": 0.0, "cost_t_verify": [0.010 * 0.95] * 8}
+    level = replace(RUN, cost_t_draft=0.0, cost_t_verify=[0.010 * 0.95] * 8)
     assert "level with it, within timing noise" in costs.cost_note([level])
     assert "level with it" not in costs.cost_note([RUN])
 
 
 def test_a_run_slower_than_its_profile_says_by_how_much():
-    busy = {**RUN, "t_step": 0.016, "t_draft": 0.0041}
+    busy = replace(RUN, t_step=0.016, t_draft=0.0041)
     note = costs.cost_note([busy])
     assert "this run's target steps took 1.6× the profiled time" in note
-    assert "took 0.5×" in costs.cost_note([{**RUN, "t_step": 0.005}])
-    assert "load changed" not in costs.cost_note([{**RUN, "t_step": 0.011, "t_draft": 0.004}])
+    assert "took 0.5×" in costs.cost_note([replace(RUN, t_step=0.005)])
+    assert "load changed" not in costs.cost_note([replace(RUN, t_step=0.011, t_draft=0.004)])
 
 
 def test_the_residual_panel_shows_a_small_bins_shift_that_the_bars_hide():
@@ -221,7 +226,7 @@ def test_each_figure_has_one_column_of_panels_and_its_legend_at_its_foot():
     """Panels side by side would squeeze on a phone: those are figures of their own, in a row
     the browser wraps. The legend sits at the container's foot, where plotly makes room for it
     under the axis title at any width."""
-    runs = [RUN, {**RUN, "k": "auto", "mean_k": 2.6}]
+    runs = [RUN, replace(RUN, k="auto", mean_k=2.6)]
     figures = [
         charts.rounds_chart([1, 0, 3], [2, 1, 3], asked=[2, 0, 4]),
         session_charts.alpha_chart(runs),
@@ -238,7 +243,7 @@ def test_each_figure_has_one_column_of_panels_and_its_legend_at_its_foot():
 
 
 def test_a_curve_style_is_named_once_in_grey_and_a_colour_once_per_group():
-    runs = [RUN, {**RUN, "temperature": 0}, {**RUN, "k": "auto", "mean_k": 2.6}]
+    runs = [RUN, replace(RUN, temperature=0), replace(RUN, k="auto", mean_k=2.6)]
     fig = session_charts.speedup_chart(runs)
     keys = [session_charts.AUTO, session_charts.TEXTBOOK, session_charts.PREDICTED]
     assert legend_entries(fig) == ["T=0", "T=1", *keys]
@@ -250,10 +255,10 @@ def test_a_curve_style_is_named_once_in_grey_and_a_colour_once_per_group():
 
 
 def test_on_cuda_the_speedup_chart_draws_the_captured_draft_step_as_a_third_curve():
-    gpu = {**RUN, "device": "cuda:0", "cost_t_draft": 0.0086, "cost_t_draft_captured": 0.0011}
+    gpu = replace(RUN, device="cuda:0", cost_t_draft=0.0086, cost_t_draft_captured=0.0011)
     fig = session_charts.speedup_chart([gpu])
     captured = trace(fig, f"T=1 {session_charts.CAPTURED}")
-    curve = costs.group_curves(costs.group_key(gpu), [gpu])
+    curve = costs.group_curves(gpu.group, [gpu])
     assert list(captured.y) == pytest.approx(list(curve.captured.values()))
     assert session_charts.CAPTURED in names(fig)  # its grey legend entry
     assert not any(session_charts.CAPTURED in n for n in names(session_charts.speedup_chart([RUN])))

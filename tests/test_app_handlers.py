@@ -76,7 +76,7 @@ def test_generation_streams_coloured_spans_then_records_the_run(pair):
     assert all(u["session"] == skip for u in updates[:-1])
     last = updates[-1]
     assert "Speedup" in last["comparison"] and last["session"] is session
-    assert len(session.runs) == 1 and session.runs[0]["k"] == 4
+    assert len(session.runs) == 1 and session.runs[0].k == 4
     assert open(last["csv_file"]).readline().startswith("run,k,temperature")
     assert last["results"][0][1] == 4
     assert all(label != "rejected" for _, label in handlers.toggle_rejected(False, session))

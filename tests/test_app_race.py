@@ -1,16 +1,18 @@
-"""The race on the tiny pair: greedy agreement, both drafters, the recorded row (with the numbers
+"""The race on the tiny pair: greedy agreement, both drafters, the run record (with the numbers
 behind the cost model and the charts that explain a speedup), the sweep."""
 
 import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from specdemo.app import costs, race, replay, requests, work
+from specdemo.app import comparison, costs, race, replay, requests, work
 from specdemo.app.config import encode, parse_run
+from specdemo.app.run_record import RunRecord
 from specdemo.app.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
@@ -24,9 +26,9 @@ def test_greedy_speculative_equals_target_alone(pair):
     spec = race.last(race.run_speculative(pair, config, ids))
     target = race.last(race.run_target(pair, config, ids))
     assert spec.tokens == target.tokens
-    row = race.record(config, spec, target)
-    assert row["greedy_match"] is True and row["spec_target_passes"] < len(target.tokens)
-    assert "identical" in race.comparison_markdown(spec, target, config)
+    row = RunRecord.of(config, spec, target)
+    assert row.greedy_match is True and row.spec_target_passes < len(target.tokens)
+    assert "identical" in comparison.comparison_markdown(spec, target, config)
 
 
 def test_runs_grow_in_place_and_time_every_target_step(pair):
@@ -59,8 +61,8 @@ def test_prompt_lookup_drafter_costs_no_draft_steps(pair):
     ids = encode(pair, config)
     spec = race.last(race.run_speculative(pair, config, ids))
     assert len(spec.tokens) == 16 and spec.stats.draft_passes == 0
-    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
-    assert row["c"] == 0.0
+    row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
+    assert row.c == 0.0
 
 
 def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
@@ -69,10 +71,10 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
     spec.stats.draft_time, spec.stats.draft_passes = 0.3, 3  # t_draft = 0.1 s
     target = race.TargetRun(tokens=[1, 2, 3, 4], step_seconds=[5.0, 0.1, 0.3, 0.2], seconds=5.6)
     assert target.t_step == 0.2  # the first step holds the prompt's prefill
-    assert race.record(config, spec, target)["c"] == pytest.approx(0.5)
-    assert race.record(config, spec, target)["predicted_speedup"] is None  # no verify at K ran
+    assert RunRecord.of(config, spec, target).c == pytest.approx(0.5)
+    assert RunRecord.of(config, spec, target).predicted_speedup is None  # no verify at K ran
     short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
-    assert short.t_step is None and race.record(config, spec, short)["c"] is None
+    assert short.t_step is None and RunRecord.of(config, spec, short).c is None
 
 
 def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
@@ -85,41 +87,41 @@ def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
         cells.append((plan.done, row))
     assert [done for done, _ in cells] == [1, 2, 3, 4]
     rows = [row for _, row in cells]
-    assert {(r["k"], r["temperature"]) for r in rows} == {(1, 0), (3, 0), (1, 1), (3, 1)}
-    assert all(r["speedup"] > 0 and r["c"] > 0 for r in rows)
-    assert rows[0]["target_seconds"] == rows[1]["target_seconds"]  # one baseline per temperature
+    assert {(r.k, r.temperature) for r in rows} == {(1, 0), (3, 0), (1, 1), (3, 1)}
+    assert all(r.speedup > 0 and r.c > 0 for r in rows)
+    assert rows[0].target_seconds == rows[1].target_seconds  # one baseline per temperature
 
 
 def test_comparison_shows_dots_until_a_run_has_tokens():
-    table = race.comparison_markdown(None, None)
-    assert "Speedup | … | 1×" in table and table.count("…") == 2 * len(race.COMPARISON_ROWS) + 1
+    table = comparison.comparison_markdown(None, None)
+    assert "Speedup | … | 1×" in table and table.count("…") == 2 * len(comparison.COMPARISON_ROWS) + 1
 
 
 def test_same_tokens_note_names_where_the_answers_part():
-    assert "identical" in race.same_tokens_note([1, 2], [1, 2], greedy=True)
-    assert "agree for 1 token, then differ" in race.same_tokens_note([1, 2], [1, 3], greedy=True)
-    assert "agree for 2 tokens and then go" in race.same_tokens_note([1, 2, 3], [1, 2], False)
+    assert "identical" in comparison.same_tokens_note([1, 2], [1, 2], greedy=True)
+    assert "agree for 1 token, then differ" in comparison.same_tokens_note([1, 2], [1, 3], greedy=True)
+    assert "agree for 2 tokens and then go" in comparison.same_tokens_note([1, 2, 3], [1, 2], False)
 
 
 def test_the_recorded_prediction_is_the_cost_model_on_the_runs_own_costs(pair):
     config = parse_run(PROMPT, k=3, temperature=1.0, max_new_tokens=24)
     ids = encode(pair, config)
     spec = race.last(race.run_speculative(pair, config, ids))
-    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
+    row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
     s = spec.stats
-    assert row["verify_cost"] == pytest.approx(s.t_verify[3] / row["t_step"])
-    expected = predicted_speedup(s.alpha_per_token, 3, row["t_step"], s.t_draft, s.t_verify[3])
-    assert row["predicted_speedup"] == pytest.approx(expected)
+    assert row.verify_cost == pytest.approx(s.t_verify[3] / row.t_step)
+    expected = predicted_speedup(s.alpha_per_token, 3, row.t_step, s.t_draft, s.t_verify[3])
+    assert row.predicted_speedup == pytest.approx(expected)
 
 
 def test_auto_k_runs_record_the_mean_k_they_chose(pair):
     config = parse_run(PROMPT, auto_k=True, temperature=1.0, max_new_tokens=24)
     ids = encode(pair, config)
     spec = race.last(race.run_speculative(pair, config, ids))
-    row = race.record(config, spec, race.last(race.run_target(pair, config, ids)))
-    assert row["k"] == "auto" and row["mean_k"] == pytest.approx(sum(spec.asked) / len(spec.asked))
-    assert row["predicted_speedup"] is None  # one formula needs one k
-    assert "Mean K per round" in race.comparison_markdown(spec, None)
+    row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
+    assert row.k == "auto" and row.mean_k == pytest.approx(sum(spec.asked) / len(spec.asked))
+    assert row.predicted_speedup is None  # one formula needs one k
+    assert "Mean K per round" in comparison.comparison_markdown(spec, None)
 
 
 def test_each_draft_position_counts_the_rounds_that_judged_and_kept_it():
@@ -127,8 +129,8 @@ def test_each_draft_position_counts_the_rounds_that_judged_and_kept_it():
     # (3, 3) keeps all three; a plain step (0, 0) judges nothing.
     spec = race.SpecRun(tokens=[1] * 9, accepted=[2, 0, 3, 0], drafted=[3, 2, 3, 0])
     target = race.TargetRun(tokens=[1] * 9, step_seconds=[0.1] * 9, seconds=0.9)
-    row = race.record(parse_run(PROMPT, k=3), spec, target)
-    assert row["position_judged"] == [3, 2, 2] and row["position_kept"] == [2, 2, 1]
+    row = RunRecord.of(parse_run(PROMPT, k=3), spec, target)
+    assert row.position_judged == (3, 2, 2) and row.position_kept == (2, 2, 1)
 
 
 def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
@@ -136,32 +138,32 @@ def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
     ids = encode(pair, config)
     spec = race.last(race.run_speculative(pair, config, ids))
     target = race.last(race.run_target(pair, config, ids))
-    row = race.record(config, spec, target)
-    json.loads(json.dumps(row))  # the session exports it as it stands
+    row = RunRecord.of(config, spec, target)
+    json.loads(json.dumps(row.row()))  # the session exports it as it stands
     s, profile = spec.stats, spec.profile
     # The cost model's costs are the profile's, timed in turns; the run's own beside them.
-    assert (row["cost_t_step"], row["cost_t_draft"]) == (profile.t_step, profile.t_draft)
-    assert (row["t_step"], row["t_draft"]) == (target.t_step, s.t_draft)
-    assert row["cost_t_verify"] == [profile.t_verify[k] for k in PROFILE_KS]
-    assert costs.run_costs(row).verify_cost(3) == pytest.approx(profile.verify_cost(3))
-    split = costs.time_split(row)
+    assert (row.cost_t_step, row.cost_t_draft) == (profile.t_step, profile.t_draft)
+    assert (row.t_step, row.t_draft) == (target.t_step, s.t_draft)
+    assert row.cost_t_verify == tuple(profile.t_verify[k] for k in PROFILE_KS)
+    assert row.costs.verify_cost(3) == pytest.approx(profile.verify_cost(3))
+    split = row.time_split
     assert split["verify passes"] == s.verify_time and split["prefill"] == s.prefill_time
     assert sum(split.values()) == pytest.approx(spec.seconds)
     expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
-    assert row["expected_tokens_per_pass"] == pytest.approx(sum(expected) / len(expected))
-    assert sum(row["position_judged"]) == s.accepted + s.rejected  # alpha_per_token's judged
+    assert row.expected_tokens_per_pass == pytest.approx(sum(expected) / len(expected))
+    assert sum(row.position_judged) == s.accepted + s.rejected  # alpha_per_token's judged
 
 
 def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
     profile = StepCosts(t_step=0.02, t_draft=0.01, t_verify={1: 0.025, 2: 0.03})
     spec = race.SpecRun(tokens=[1, 2], profile=profile)
     short = race.TargetRun(tokens=[1], step_seconds=[5.0], seconds=5.0)
-    row = race.record(parse_run(PROMPT), spec, short)
-    assert row["c"] is None and row["cost_t_step"] == 0.02 and row["cost_t_verify"] == [0.025, 0.03]
-    assert row["cost_t_draft"] == 0.01  # a run that judged no draft is charged the model's
+    row = RunRecord.of(parse_run(PROMPT), spec, short)
+    assert row.c is None and row.cost_t_step == 0.02 and row.cost_t_verify == (0.025, 0.03)
+    assert row.cost_t_draft == 0.01  # a run that judged no draft is charged the model's
     looked_up = race.SpecRun(tokens=[1, 2], drafted=[2], accepted=[1], profile=profile)
-    row = race.record(parse_run(PROMPT, drafter="lookup"), looked_up, short)
-    assert row["cost_t_draft"] == 0.0  # drafts copied from the context cost no model step
+    row = RunRecord.of(parse_run(PROMPT, drafter="lookup"), looked_up, short)
+    assert row.cost_t_draft == 0.0  # drafts copied from the context cost no model step
 
 
 def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkeypatch):
@@ -177,29 +179,29 @@ def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkey
     target = race.last(race.run_target(pair, config, ids))
     monkeypatch.undo()
     assert target.t_step > 1.4 * quiet.t_step  # the slowed clock reached the run
-    row = race.record(config, spec, target)
+    row = RunRecord.of(config, spec, target)
     note = costs.cost_note([row])
     # Either the profile's own verify cost, or no curve claim at all; never the run's slowed step.
     verify = spec.profile.verify_cost(3)
     assert f"costs {verify:.2f} target steps" in note or "profile is disturbed" in note
-    load = row["t_step"] / row["cost_t_step"]
+    load = row.t_step / row.cost_t_step
     if not 1 / costs.BUSY <= load <= costs.BUSY:
         assert f"this run's target steps took {load:.1f}× the profiled time" in note
     else:
         assert "load changed" not in note
-    curve = costs.group_curves(costs.group_key(row), [row])
+    curve = costs.group_curves(row.group, [row])
     if min(curve.costs.verify_cost(k) for k in curve.costs.t_verify) >= 1:
         assert curve.predicted[curve.best_k] <= curve.textbook[curve.textbook_best_k]
 
 
 def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():
-    row = {"k": 2, "temperature": 1.0, "drafter": "model", "alpha": 0.5, "tokens_per_pass": 2.1,
-           "expected_tokens_per_pass": 1.96, "spec_tokens_per_s": 30.0, "c": 0.4,
-           "target_tokens_per_s": 25.0, "speedup": 1.2, "predicted_speedup": 1.5}  # fmt: skip
+    row = RunRecord(k=2, temperature=1.0, drafter="model", alpha=0.5, tokens_per_pass=2.1,
+                    expected_tokens_per_pass=1.96, spec_tokens=30, spec_seconds=1.0, c=0.4,
+                    target_tokens=25, target_seconds=1.0, predicted_speedup=1.5)  # fmt: skip
     [cells] = results_table([row])
     table = dict(zip(RESULT_COLUMNS, cells, strict=True))
     assert table["tokens/pass expected (i.i.d.)"] == 1.96 and table["efficiency"] == 0.8
-    [cells] = results_table([{**row, "predicted_speedup": None}])
+    [cells] = results_table([replace(row, predicted_speedup=None)])
     assert dict(zip(RESULT_COLUMNS, cells, strict=True))["efficiency"] == ""
 
 

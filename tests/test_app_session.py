@@ -3,27 +3,31 @@
 import csv
 import json
 import os
+from dataclasses import replace
 
+from specdemo.app.run_record import RunRecord
 from specdemo.app.session import RESULT_COLUMNS, Session, discard, export, results_table
 
-ROW = {
-    "k": 4,
-    "temperature": 1.0,
-    "drafter": "lookup",
-    "alpha": 0.5,
-    "tokens_per_pass": 2.5,
-    "spec_tokens_per_s": 30.0,
-    "target_tokens_per_s": 20.0,
-    "speedup": 1.5,
-    "c": None,
-    "predicted_speedup": None,
-}
+# 30 tokens/s against 20: a speedup of 1.5.
+ROW = RunRecord(
+    k=4,
+    temperature=1.0,
+    drafter="lookup",
+    alpha=0.5,
+    tokens_per_pass=2.5,
+    spec_tokens=30,
+    spec_seconds=1.0,
+    target_tokens=30,
+    target_seconds=1.5,
+    c=None,
+    predicted_speedup=None,
+)
 
 
 def test_export_writes_csv_and_json_then_discard_removes_them():
     session = Session()
     assert export(session) == (None, None)
-    session.runs += [ROW, {**ROW, "k": 2, "c": 0.25}]
+    session.runs += [ROW, replace(ROW, k=2, c=0.25)]
     csv_path, json_path = export(session)
     rows = list(csv.DictReader(open(csv_path)))
     assert [r["run"] for r in rows] == ["1", "2"] and rows[1]["k"] == "2"
@@ -34,7 +38,7 @@ def test_export_writes_csv_and_json_then_discard_removes_them():
 
 
 def test_results_table_is_newest_first_with_c_blank_when_unknown():
-    table = results_table([ROW, {**ROW, "k": 2, "c": 0.25, "predicted_speedup": 1.234}])
+    table = results_table([ROW, replace(ROW, k=2, c=0.25, predicted_speedup=1.234)])
     assert [row[0] for row in table] == [2, 1] and len(table[0]) == len(RESULT_COLUMNS)
     assert table[0][-1] == 0.25 and table[1][-1] == ""
     assert table[1][3] == "Prompt lookup"

@@ -65,7 +65,7 @@ def test_an_identical_request_is_replayed_without_a_forward_pass(pair):
         _, fresh = race(pair, session, fresh=True)
     assert passes["target"] > 0 and passes["draft"] > 0
     assert fresh["spec_pane"] == first["spec_pane"]  # the seed fixes the tokens
-    assert "replayed" not in fresh["comparison"].lower() and not session.runs[-1]["replayed"]
+    assert "replayed" not in fresh["comparison"].lower() and not session.runs[-1].replayed
 
 
 def test_the_target_alone_is_measured_once_across_k(pair):
@@ -101,7 +101,7 @@ def test_a_sweep_runs_one_cell_per_call_until_its_tick_stops(pair):
     assert ticks[:-1] == [(session.sweep.id, done) for done in (1, 2, 3)]
     assert ticks[-1] == gr.skip() and "Sweep done" in outputs[-2]
     # One target-alone run per temperature; nothing is left to run afterwards.
-    assert len({r["target_seconds"] for r in session.runs}) == 2
+    assert len({r.target_seconds for r in session.runs}) == 2
     assert handlers.sweep_next(pair, session) == [gr.skip()] * len(handlers.SWEEP_OUTPUTS)
 
 

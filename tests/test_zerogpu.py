@@ -233,7 +233,7 @@ def test_sweeps_in_fresh_forks_get_their_own_ids_and_finish(pair, forked):
             outputs = handlers.sweep_next(pair, session)
         assert outputs[-2].startswith("**Sweep done:** 2 of 2")
     assert len(set(ticks)) == len(ticks) == 2  # one tick per unfinished cell, never repeated
-    assert len(session.runs) == 4 and session.runs[-1]["replayed"]  # the second sweep replays
+    assert len(session.runs) == 4 and session.runs[-1].replayed  # the second sweep replays
 
 
 def test_the_exactness_check_and_a_step_run_in_a_fresh_fork(pair, forked):

@@ -1,35 +1,32 @@
-"""The session's runs against the cost model, in numbers: pure functions of ``race.record`` rows.
+"""The session's runs against the cost model, in numbers: pure functions of ``RunRecord``s.
 
 ``group_curves`` gives a group of runs (one temperature and drafter) two speedup curves against
 K: the textbook's, which charges a round c*K + 1 target steps (verify = one step), and the one
 predicted from the costs measured on this machine (``theory.StepCosts``: a plain target step, a
 draft step, and the verify pass for each K that ``profile.costs_for`` timed). ``cost_note`` says,
-computed from those numbers, why the two differ; ``time_split`` and ``position_counts`` are where
-a run's time went and how often each draft position was kept.
+computed from those numbers, why the two differ; ``position_counts`` is how often each draft
+position was kept (``RunRecord.time_split``: where a run's time went).
 """
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
 
+from specdemo.app.run_record import RunRecord
 from specdemo.theory import StepCosts, expected_speedup
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
-TIME_PARTS = ("draft steps", "verify passes", "prefill", "other")
 NOTE_PLACEHOLDER = (
     "*After a run: why the curve predicted from measured costs and the textbook's differ.*"
 )
 
 
-def group_key(run: dict) -> tuple:
-    return run["drafter"], run["adaptive"], run["temperature"]
-
-
-def groups(runs: list[dict]) -> list[tuple[tuple, list[dict]]]:
-    """The runs by (drafter, adaptive, temperature), in a fixed order (the charts' colours)."""
+def groups(runs: list[RunRecord]) -> list[tuple[tuple, list[RunRecord]]]:
+    """The runs by ``RunRecord.group`` (drafter, adaptive, temperature), in a fixed order (the
+    charts' colours)."""
     by_key = defaultdict(list)
     for r in runs:
-        by_key[group_key(r)].append(r)
+        by_key[r.group].append(r)
     return sorted(by_key.items())
 
 
@@ -37,16 +34,6 @@ def group_name(key: tuple) -> str:
     drafter, adaptive, temperature = key
     name = f"T={temperature:g}" + ("" if drafter == "model" else f" {drafter}")
     return name + (" adaptive" if adaptive else "")
-
-
-def run_costs(run: dict) -> StepCosts | None:
-    """A run's step costs as the cost model charges them (``race.record``): a plain step and a
-    draft step, its own where it measured them, the profile's otherwise; the profile's verify
-    pass for K = 1, 2, .... None for a run recorded without them."""
-    t_verify, t_step = run.get("cost_t_verify"), run.get("cost_t_step")
-    if not t_verify or not t_step:
-        return None
-    return StepCosts(t_step, run["cost_t_draft"], dict(enumerate(t_verify, 1)))
 
 
 @dataclass(frozen=True)
@@ -72,9 +59,9 @@ class Curves:
         return max(self.textbook, key=self.textbook.__getitem__)
 
 
-def group_curves(key: tuple, group: list[dict]) -> Curves | None:
+def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
     """Both curves for one group, from the runs that recorded their costs (None if none did)."""
-    measured = [(r, c) for r in group if (c := run_costs(r)) is not None]
+    measured = [(r, c) for r in group if (c := r.costs) is not None]
     if not measured:
         return None
     ks = sorted(set.intersection(*(set(c.t_verify) for _, c in measured)))
@@ -83,8 +70,8 @@ def group_curves(key: tuple, group: list[dict]) -> Curves | None:
         t_draft=mean(c.t_draft for _, c in measured),
         t_verify={k: mean(c.t_verify[k] for _, c in measured) for k in ks},
     )
-    alpha = min(mean(r["alpha_per_token"] for r, _ in measured), 1.0)
-    captured = [t for r, _ in measured if (t := r.get("cost_t_draft_captured"))]
+    alpha = min(mean(r.alpha_per_token for r, _ in measured), 1.0)
+    captured = [t for r, _ in measured if (t := r.cost_t_draft_captured)]
     lever = replace(costs, t_draft=mean(captured)) if captured and costs.t_draft else None
     return Curves(
         name=group_name(key),
@@ -101,19 +88,19 @@ BUSY = 1.25  # a run's steps this many times slower (or faster) than profiled: a
 NOISE = 0.9  # a verify timed below this many plain steps is noise, not a cost
 
 
-def cost_note(runs: list[dict]) -> str:
+def cost_note(runs: list[RunRecord]) -> str:
     """One sentence, from the measured numbers, on why the latest run's group's two curves
     differ; then how much of the measured runs' time the formulas leave out. Every ratio in the
     sentence comes from the profile, whose timings were taken in turns under one load; a run
     timed on a busier machine says so (``load_note``) instead of mixing the two."""
     if not runs:
         return NOTE_PLACEHOLDER
-    key = group_key(runs[-1])
-    group = [r for r in runs if group_key(r) == key]
+    key = runs[-1].group
+    group = [r for r in runs if r.group == key]
     curve = group_curves(key, group)
     if curve is None:
         return "*The cost model needs this machine's step profile; this run has none.*"
-    k = runs[-1]["k"] if runs[-1]["k"] in curve.costs.t_verify else curve.best_k
+    k = runs[-1].k if runs[-1].k in curve.costs.t_verify else curve.best_k
     verify = curve.costs.verify_cost(k)
     if verify < NOISE:
         return (
@@ -136,36 +123,36 @@ def cost_note(runs: list[dict]) -> str:
     return note + layers_sentence(runs[-1]) + overhead_sentence(group) + load_note(runs[-1])
 
 
-def layers_sentence(run: dict) -> str:
+def layers_sentence(run: RunRecord) -> str:
     """On a GPU, why the draft step costs what it does, from the profile's c and the two models'
     layer counts: at batch 1 a step is host-side dispatch per layer, not memory traffic per
     parameter (docs/BENCHMARKS.md, "GPU"); "" on a CPU or when no draft model ran."""
-    t_step, t_draft = run.get("cost_t_step"), run.get("cost_t_draft")
-    target, draft = run.get("target_layers"), run.get("draft_layers")
-    if not str(run.get("device", "")).startswith("cuda") or not (t_step and t_draft and draft):
+    t_step, t_draft = run.cost_t_step, run.cost_t_draft
+    target, draft = run.target_layers, run.draft_layers
+    if not run.device.startswith("cuda") or not (t_step and t_draft and draft):
         return ""
     sentence = (
         f" On a GPU at batch 1 a step costs per layer, not per parameter: the draft's {draft} "
         f"layers cost {t_draft / t_step:.2f} of the target's {target}"
     )
-    if run.get("draft_step") == "graph":
+    if run.draft_step == "graph":
         return sentence + ", its step replayed from one captured CUDA graph."
     sentence += (
         f" ({draft / target:.2f} by layer count); a draft step captured as a CUDA graph "
         "(SPECDEMO_DRAFT_STEP=graph) launches all its kernels in one call"
     )
-    captured = run.get("cost_t_draft_captured")
+    captured = run.cost_t_draft_captured
     if captured:
         return sentence + f", and measured here costs {captured / t_step:.2f} of a target step."
     return sentence + "."
 
 
-def load_note(run: dict) -> str:
+def load_note(run: RunRecord) -> str:
     """When the run's own plain step (the target alone's median token) took more than BUSY
     times the profile's, or less than 1/BUSY, the machine's load changed since the profile:
     say by how much, since the run's measured speedup carries that load; "" otherwise. (The
     draft step is not compared: the engine's includes its sampling, the profile's does not.)"""
-    own, profiled = run.get("t_step"), run.get("cost_t_step")
+    own, profiled = run.t_step, run.cost_t_step
     if not own or not profiled or 1 / BUSY <= own / profiled <= BUSY:
         return ""
     return (
@@ -175,11 +162,11 @@ def load_note(run: dict) -> str:
     )
 
 
-def overhead_sentence(group: list[dict]) -> str:
+def overhead_sentence(group: list[RunRecord]) -> str:
     """The measured runs' prefill and bookkeeping share, and how close they came to their own
     prediction (mean measured / predicted speedup), where recorded."""
-    splits = [(r, s) for r in group if (s := time_split(r))]
-    seconds = sum(r["spec_seconds"] for r, _ in splits)
+    splits = [(r, s) for r in group if (s := r.time_split)]
+    seconds = sum(r.spec_seconds for r, _ in splits)
     if not seconds:
         return ""
     share = sum(s["prefill"] + s["other"] for _, s in splits) / seconds
@@ -187,37 +174,17 @@ def overhead_sentence(group: list[dict]) -> str:
         f" The measured runs also spend {share:.0%} of their time on the prompt's prefill and "
         "per-round bookkeeping, which neither curve counts"
     )
-    ratios = [e for r in group if (e := efficiency(r)) is not None]
+    ratios = [e for r in group if (e := r.efficiency) is not None]
     if ratios:
         sentence += f"; they reach {mean(ratios):.0%} of the speedup predicted at their K"
     return sentence + "."
 
 
-def efficiency(run: dict) -> float | None:
-    """Measured speedup over the one predicted from the run's own costs (None without one)."""
-    predicted = run.get("predicted_speedup")
-    return run["speedup"] / predicted if predicted else None
-
-
-def time_split(run: dict) -> dict[str, float] | None:
-    """Seconds of the speculative run by TIME_PARTS; "other" is the rest of its time inside the
-    engine (choosing K, sampling, bookkeeping). None for a run recorded without them."""
-    if run.get("verify_seconds") is None:
-        return None
-    parts = {
-        "draft steps": run["draft_seconds"],
-        "verify passes": run["verify_seconds"],
-        "prefill": run["prefill_seconds"],
-    }
-    return {**parts, "other": max(run["spec_seconds"] - sum(parts.values()), 0.0)}
-
-
-def position_counts(runs: list[dict]) -> tuple[list[int], list[int]]:
+def position_counts(runs: list[RunRecord]) -> tuple[list[int], list[int]]:
     """Summed over `runs`: per draft position, the rounds that judged it and those that kept it."""
     judged, kept = [], []
     for r in runs:
-        for totals, counts in ((judged, r.get("position_judged") or []),
-                               (kept, r.get("position_kept") or [])):  # fmt: skip
+        for totals, counts in ((judged, r.position_judged), (kept, r.position_kept)):
             totals += [0] * (len(counts) - len(totals))
             for i, n in enumerate(counts):
                 totals[i] += n

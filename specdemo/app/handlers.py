@@ -16,10 +16,10 @@ import gradio as gr
 
 from specdemo.app import (
     charts,
+    comparison,
     costs,
     gpu,
     microscope,
-    race,
     replay,
     requests,
     session_charts,
@@ -27,6 +27,7 @@ from specdemo.app import (
 )
 from specdemo.app.config import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS, parse_flag
 from specdemo.app.errors import user_errors
+from specdemo.app.run_record import RunRecord
 from specdemo.app.session import Session, export, results_table
 
 CHART_EVERY = 0.5
@@ -77,8 +78,8 @@ def generate(
         for kind, run, done in runs:
             if kind == "target":
                 target = run
-                comparison = race.comparison_markdown(spec, target)
-                yield [gr.skip(), list(target.spans), comparison, gr.skip(), *unchanged]
+                table = comparison.comparison_markdown(spec, target)
+                yield [gr.skip(), list(target.spans), table, gr.skip(), *unchanged]
                 continue
             spec = run
             session.spans = list(spec.spans)
@@ -86,8 +87,8 @@ def generate(
             if done or time.perf_counter() - charted > CHART_EVERY:
                 chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked)
                 charted = time.perf_counter()
-            spans = race.visible_spans(session.spans, show_rejected)
-            yield [spans, [], race.comparison_markdown(spec, None), chart, *unchanged]
+            spans = comparison.visible_spans(session.spans, show_rejected)
+            yield [spans, [], comparison.comparison_markdown(spec, None), chart, *unchanged]
     if spec is None or target is None:
         return  # the GPU call ended early
     replay.keep(pair, request, spec, target)
@@ -97,11 +98,11 @@ def generate(
 def race_outputs(session: Session, config, spec, target, show_rejected: bool) -> list:
     """A finished race (measured now or replayed), recorded in the session (GENERATE_OUTPUTS)."""
     session.spans = list(spec.spans)
-    session.runs.append(race.record(config, spec, target))
+    session.runs.append(RunRecord.of(config, spec, target))
     return [
-        race.visible_spans(session.spans, show_rejected),
+        comparison.visible_spans(session.spans, show_rejected),
         list(target.spans),
-        race.comparison_markdown(spec, target, config),
+        comparison.comparison_markdown(spec, target, config),
         charts.rounds_chart(spec.accepted, spec.drafted, spec.asked),
         *session_outputs(session),
     ]
@@ -143,9 +144,9 @@ def sweep_next(pair, session=None, progress=gr.Progress()):  # noqa: B008
         desc=f"Sweep cell {plan.done + 1} of {n}: K = {cell.k}, T = {cell.temperature:g}",
     )
     with user_errors():
-        plan, row = replay.sweep_cell(pair, plan, work.tasks(pair).race)
+        plan, record = replay.sweep_cell(pair, plan, work.tasks(pair).race)
     session.sweep = plan
-    session.runs.append(row)
+    session.runs.append(record)
     tick = gr.skip() if plan.finished else (plan.id, plan.done)
     return [*session_outputs(session), sweep_markdown(plan), tick]
 
@@ -174,7 +175,7 @@ def session_outputs(session: Session) -> list:
 
 
 def toggle_rejected(show_rejected, session: Session) -> list[tuple[str, str]]:
-    return race.visible_spans(session.spans, show_rejected)
+    return comparison.visible_spans(session.spans, show_rejected)
 
 
 def exactness(

@@ -1,9 +1,8 @@
-"""The race: a speculative run and a target-only run on one prompt, timed apart.
+"""The race's runners: a speculative run and a target-only run on one prompt, timed apart.
 
 ``run_speculative`` and ``run_target`` yield the same growing run object after every target pass,
-timed inside the engine only (rendering and sending are not counted); ``record`` turns a finished
-pair of runs into one results row, and ``comparison_markdown`` into the side-by-side table.
-``replay`` answers a run already measured with its record, and sweeps a grid one cell per call.
+timed inside the engine only (rendering and sending are not counted). ``run_record.RunRecord``
+turns a finished pair of runs into the session's record of them; ``comparison`` into words.
 """
 
 import os
@@ -12,7 +11,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
@@ -23,19 +22,12 @@ from specdemo.engine import (
     profile_of,
     speculative_generate,
 )
-from specdemo.policy import Acceptance, AutoK
+from specdemo.policy import AutoK
 from specdemo.profile import captured_draft_seconds
 from specdemo.records import Stats
 from specdemo.render import round_spans
 from specdemo.text import Detokenizer
-from specdemo.theory import StepCosts, expected_tokens_per_pass
-
-SAME_DISTRIBUTION_NOTE = (
-    "Both runs use the same seed. With temperature above 0 the two answers are different "
-    "*samples*, so their words differ, yet every speculative token is drawn from exactly the "
-    "target's distribution: both are samples of one distribution (the **Is it exact?** tab "
-    "shows it). With temperature 0 (greedy) the two answers match token for token."
-)
+from specdemo.theory import StepCosts
 
 # target model -> the process that warmed its pair up. ZeroGPU runs each call in a GPU worker
 # process forked from the one that loaded the pair, where nothing has run on the GPU yet.
@@ -67,11 +59,16 @@ class SpecRun:
     layers: tuple[int, int] | None = None  # decoder layers of the target and of the draft model
     draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
     captured_t_draft: float | None = None  # on CUDA, an eager draft's step replayed as a graph
-    measured_at: float | None = None  # set when answered from the record: when it was measured
+    measured_at: float | None = None  # when replayed: when the run was measured
 
     @property
     def tokens_per_s(self) -> float:
         return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        """The mean K asked per round (a fixed K is clipped only near max new tokens)."""
+        return sum(self.asked) / len(self.asked) if self.asked else 0.0
 
 
 @dataclass
@@ -82,7 +79,7 @@ class TargetRun:
     tokens: list[int] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)  # per token; the first has the prefill
     seconds: float = 0.0
-    measured_at: float | None = None  # set when answered from the record: when it was measured
+    measured_at: float | None = None  # when replayed: when the run was measured
 
     @property
     def tokens_per_s(self) -> float:
@@ -182,178 +179,3 @@ def last(iterator: Iterable):
     """The final item (None when there is none)."""
     tail = deque(iterator, maxlen=1)
     return tail[0] if tail else None
-
-
-def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tuple[str, str]]:
-    return spans if show_rejected else [s for s in spans if s[1] != "rejected"]
-
-
-def record(config: RunConfig, spec: SpecRun, target: TargetRun) -> dict:
-    """One row of the session's results: plain numbers and lists (CSV and JSON export them).
-    The speculative run's c = t_draft / t_step takes its t_step from the target-alone run
-    (``TargetRun.t_step``); it is None when that is unknown. The cost model's numbers
-    (``costs.run_costs``) are the profile's, timed together (``explaining``)."""
-    s = replace(spec.stats, t_step=target.t_step)  # the run itself stays as measured
-    greedy_match = spec.tokens == target.tokens if config.temperature == 0 else None
-    costs = s.costs()
-    # A verify at the asked k ran (never for "auto", whose k changes from round to round).
-    measured = costs is not None and config.k in costs.t_verify
-    return {
-        "k": config.k,
-        "temperature": config.temperature,
-        "top_p": config.top_p,
-        "top_k": config.top_k,
-        "drafter": config.drafter,
-        "adaptive": config.adaptive,
-        "seed": config.seed,
-        "max_new_tokens": config.max_new_tokens,
-        "alpha": s.alpha,
-        "alpha_per_token": s.alpha_per_token,
-        "tokens_per_pass": s.tokens_per_pass,
-        "mean_k": mean_k(spec),
-        "c": s.c,
-        "t_step": s.t_step,
-        "t_draft": s.t_draft,
-        "t_verify": s.t_verify.get(config.k),
-        "verify_cost": costs.verify_cost(config.k) if measured else None,
-        # The bench's prediction (theory.StepCosts), from this run's own measured costs.
-        "predicted_speedup": costs.speedup(s.alpha_per_token, config.k) if measured else None,
-        "spec_tokens": len(spec.tokens),
-        "spec_seconds": spec.seconds,
-        "spec_tokens_per_s": spec.tokens_per_s,
-        "spec_target_passes": s.target_passes,
-        "target_tokens": len(target.tokens),
-        "target_seconds": target.seconds,
-        "target_tokens_per_s": target.tokens_per_s,
-        "target_passes": len(target.tokens),
-        "speedup": spec.tokens_per_s / target.tokens_per_s if target.tokens_per_s else 0.0,
-        "greedy_match": greedy_match,
-        "replayed": spec.measured_at is not None,  # answered from the record, measured earlier
-        **explaining(spec, target),
-    }
-
-
-def explaining(spec: SpecRun, target: TargetRun) -> dict:
-    """The record's numbers behind the charts that explain a speedup (``costs``): the i.i.d.
-    formula's tokens per pass at the run's α per draft and each round's k; the cost model's
-    seconds of a plain step, a draft step and the verify pass over k = 1, 2, ... drafts, all the
-    profile's, which times them in turns so that every ratio between them holds under one load
-    (the run's own step and draft step, ``t_step`` and ``t_draft``, are timed in two phases a
-    busy machine can slow apart, and are compared with the profile's by ``costs.load_note``);
-    where the time went; and per draft position, how many rounds judged it and kept it."""
-    s, profile = spec.stats, spec.profile
-    expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
-    t_verify = [profile.t_verify[k] for k in sorted(profile.t_verify)] if profile else None
-    drafts_free = s.draft_passes == 0 and any(spec.drafted)  # prompt lookup only
-    acceptance = Acceptance()
-    for k, n in zip(spec.drafted, spec.accepted, strict=True):
-        acceptance.add(k, n)
-    return {
-        "expected_tokens_per_pass": statistics.fmean(expected) if expected else None,
-        "cost_t_step": profile.t_step if profile else None,
-        "cost_t_draft": 0.0 if drafts_free or not profile else profile.t_draft,
-        "cost_t_verify": t_verify,
-        "prefill_seconds": s.prefill_time,
-        "draft_seconds": s.draft_time,
-        "verify_seconds": s.verify_time,
-        "position_judged": acceptance.judged,
-        "position_kept": acceptance.kept,
-        "device": spec.device,
-        "target_layers": spec.layers[0] if spec.layers else None,
-        "draft_layers": spec.layers[1] if spec.layers else None,
-        "draft_step": spec.draft_step,
-        "cost_t_draft_captured": spec.captured_t_draft,
-    }
-
-
-COMPARISON_ROWS = [
-    "Tokens/s",
-    "Wall time",
-    "α: drafts kept / drafted",
-    "Mean K per round",
-    "Tokens per target pass",
-    "Target passes (with prefill)",
-    "New tokens",
-]
-
-
-def comparison_markdown(
-    spec: SpecRun | None, target: TargetRun | None, finished: RunConfig | None = None
-) -> str:
-    """The side-by-side numbers, a run still to come showing dots; once both runs have
-    `finished` (under that config), a note on whether their tokens agree, and on any run
-    answered from the record (``replay_note``)."""
-    speedup = "…"
-    if spec and target and target.tokens_per_s:
-        speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
-    rows = list(zip(COMPARISON_ROWS, _column(spec), _column(target), strict=True))
-    rows.insert(2, ("Speedup", speedup, "1×"))
-    lines = ["| | Speculative | Target alone |", "|---|---:|---:|"]
-    lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
-    if finished is not None:
-        lines += ["", same_tokens_note(spec.tokens, target.tokens, finished.temperature == 0)]
-        note = replay_note(spec, target)
-        lines += ["", note] if note else []
-    return "\n".join(lines)
-
-
-def replay_note(spec: SpecRun, target: TargetRun) -> str:
-    """Which runs were answered from the record, and when they were measured."""
-    if spec.measured_at is not None:
-        return (
-            f"*Replayed from a run measured at {clock(spec.measured_at)}: the same pair, prompt, "
-            "settings and seed give the same tokens, and every figure above is that run's. "
-            "Tick **Fresh run** to measure again.*"
-        )
-    if target.measured_at is not None:
-        return (
-            f"*Target alone: the run measured at {clock(target.measured_at)} for the same prompt, "
-            "sampling, seed and length (K and the drafter do not change it), with its timings.*"
-        )
-    return ""
-
-
-def clock(at: float) -> str:
-    """A time.time() as the server's HH:MM."""
-    return time.strftime("%H:%M", time.localtime(at))
-
-
-def _column(run: SpecRun | TargetRun | None) -> list[str]:
-    if run is None or not run.tokens:
-        return ["…"] * len(COMPARISON_ROWS)
-    n, timing = len(run.tokens), [f"{run.tokens_per_s:.1f}", f"{run.seconds:.2f} s"]
-    if isinstance(run, TargetRun):
-        return [*timing, "—", "0", "1", f"{n}", f"{n}"]
-    s = run.stats
-    return [
-        *timing,
-        f"{s.alpha:.2f}",
-        f"{mean_k(run):.1f}",
-        f"{s.tokens_per_pass:.2f}",
-        f"{s.target_passes}",
-        f"{n}",
-    ]
-
-
-def mean_k(run: SpecRun) -> float:
-    """The mean K asked per round (a fixed K is clipped only near max new tokens)."""
-    return sum(run.asked) / len(run.asked) if run.asked else 0.0
-
-
-def same_tokens_note(spec: list[int], target: list[int], greedy: bool) -> str:
-    if spec == target:
-        return "The two answers are identical, token for token."
-    n = common_prefix(spec, target)
-    tokens = f"{n} token{'' if n == 1 else 's'}"
-    if greedy:
-        return (
-            f"The greedy answers agree for {tokens}, then differ: rounding in the batched verify "
-            "pass can flip a near-tie (the **Is it exact?** tab shows where and why)."
-        )
-    return f"As two samples do, the answers agree for {tokens} and then go their own ways."
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )

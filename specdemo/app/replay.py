@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 
 from specdemo.app import gpu
 from specdemo.app.config import RunConfig
-from specdemo.app.race import SpecRun, TargetRun, record
+from specdemo.app.race import SpecRun, TargetRun
 from specdemo.app.requests import Race, Sweep
+from specdemo.app.run_record import RunRecord
 
 KEPT = 64  # entries per store; a race of 1,024 tokens holds about 0.5 MB, mostly its spans
 
@@ -149,9 +150,9 @@ class SweepPlan:
         return self.next_request().config
 
 
-def sweep_cell(pair, plan: SweepPlan, run_race) -> tuple[SweepPlan, dict]:
+def sweep_cell(pair, plan: SweepPlan, run_race) -> tuple[SweepPlan, RunRecord]:
     """The plan's next cell raced (``race_once``) and recorded: (the plan a cell on, the record).
     The cells of one temperature share one target-alone run, as it does not depend on K."""
     request = plan.next_request()
     spec, target = race_once(pair, request, run_race)
-    return replace(plan, done=plan.done + 1), record(request.config, spec, target)
+    return replace(plan, done=plan.done + 1), RunRecord.of(request.config, spec, target)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specdemo.app.config import DRAFTERS
-from specdemo.app.costs import efficiency
 from specdemo.app.replay import SweepPlan
+from specdemo.app.run_record import RunRecord
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
 # the run's measured α per draft (kept / judged: drafts after a rejection are never judged) and
@@ -40,10 +40,10 @@ RESULT_COLUMNS = [
 
 @dataclass
 class Session:
-    """A session's runs (``race.record`` rows), where their exports are written, and the sweep
+    """A session's runs (``RunRecord``s), where their exports are written, and the sweep
     under way (``replay.SweepPlan``; its cells run one per queued event)."""
 
-    runs: list[dict] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
     spans: list[tuple[str, str]] = field(default_factory=list)  # the last speculative answer
     folder: str | None = None
     sweep: SweepPlan | None = None
@@ -56,7 +56,7 @@ def export(session: Session) -> tuple[str, str] | tuple[None, None]:
     if session.folder is None or not Path(session.folder).is_dir():
         session.folder = tempfile.mkdtemp(prefix="specdemo-")
     folder = Path(session.folder)
-    rows = [{"run": i, **run} for i, run in enumerate(session.runs, 1)]
+    rows = [{"run": i, **run.row()} for i, run in enumerate(session.runs, 1)]
     with open(folder / "results.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -75,7 +75,7 @@ def discard(session: Session | None) -> None:
     session.runs, session.spans, session.folder, session.sweep = [], [], None, None
 
 
-def results_table(runs: list[dict]) -> list[list]:
+def results_table(runs: list[RunRecord]) -> list[list]:
     """The session's runs as table rows, newest first (columns: RESULT_COLUMNS). c and the
     predicted speedup (``theory.StepCosts.speedup``) are blank where the target-alone run was
     too short to time a plain step; the expected tokens per pass
@@ -83,18 +83,18 @@ def results_table(runs: list[dict]) -> list[list]:
     return [
         [
             i,
-            f"auto ({r['mean_k']:.1f})" if r["k"] == "auto" else r["k"],
-            r["temperature"],
-            DRAFTERS[r["drafter"]],
-            round(r["alpha"], 3),
-            round(r["tokens_per_pass"], 2),
-            _maybe(r.get("expected_tokens_per_pass"), 2),
-            round(r["spec_tokens_per_s"], 1),
-            round(r["target_tokens_per_s"], 1),
-            round(r["speedup"], 2),
-            _maybe(r["predicted_speedup"], 2),
-            _maybe(efficiency(r), 2),
-            _maybe(r["c"], 3),
+            f"auto ({r.mean_k:.1f})" if r.k == "auto" else r.k,
+            r.temperature,
+            DRAFTERS[r.drafter],
+            round(r.alpha, 3),
+            round(r.tokens_per_pass, 2),
+            _maybe(r.expected_tokens_per_pass, 2),
+            round(r.spec_tokens_per_s, 1),
+            round(r.target_tokens_per_s, 1),
+            round(r.speedup, 2),
+            _maybe(r.predicted_speedup, 2),
+            _maybe(r.efficiency, 2),
+            _maybe(r.c, 3),
         ]
         for i, r in reversed(list(enumerate(runs, 1)))
     ]

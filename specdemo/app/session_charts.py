@@ -1,6 +1,6 @@
 """The session's figures, one panel each: every run's α and speedup against K, the speedup beside
 two curves, the textbook's and the one predicted from costs measured on this machine; where each
-run's time went; and how often each draft position was kept. Plain ``race.record`` rows in, a
+run's time went; and how often each draft position was kept. ``RunRecord``s in, a
 ``go.Figure`` out (``costs`` does the numbers; the look follows ``charts``).
 
 A colour is a group of runs (a temperature, and drafter), the same in every figure; a line's style
@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from specdemo.app import costs
 from specdemo.app.charts import FOOT, PALETTE, layout, placeholder
+from specdemo.app.run_record import TIME_PARTS, RunRecord
 from specdemo.render import COLORS
 
 AUTO = "auto K, at the mean K it chose"
@@ -32,7 +33,7 @@ KEYS = {
 }
 
 
-def alpha_chart(runs: list[dict]) -> go.Figure:
+def alpha_chart(runs: list[RunRecord]) -> go.Figure:
     """The session's α (drafts kept / drafted) against K, one line per group."""
     if not runs:
         return placeholder("Each run adds a point here; the Sweep button fills a grid")
@@ -43,7 +44,7 @@ def alpha_chart(runs: list[dict]) -> go.Figure:
     return _against_k(fig, "α: drafts kept / drafted (measured)")
 
 
-def speedup_chart(runs: list[dict]) -> go.Figure:
+def speedup_chart(runs: list[RunRecord]) -> go.Figure:
     """The session's measured speedups against K, one line per group; beside them, two curves at
     the group's measured α per draft (``costs.group_curves``): the textbook's, which charges a
     verify as one target step, and the one predicted from the step costs measured on this
@@ -69,18 +70,18 @@ def _against_k(fig: go.Figure, title: str) -> go.Figure:
     return _keyed(layout(fig, title, height=480, legend=FOOT))
 
 
-def _add_runs(fig: go.Figure, name: str, group: list[dict], field: str, color: str) -> None:
+def _add_runs(fig: go.Figure, name: str, group: list[RunRecord], field: str, color: str) -> None:
     """A group's runs: `field` averaged at each fixed K (a line named after the group), and each
     auto-K run as a star at the mean K it chose."""
     by_k = defaultdict(list)
     for r in group:
-        by_k[r["k"]].append(r)
+        by_k[r.k].append(r)
     ks = sorted(k for k in by_k if k != "auto")
     marker = {"size": 11, "color": color}
     fig.add_trace(
         go.Scatter(
             x=ks or [None],  # a group of auto-K runs alone still names its colour in the legend
-            y=[mean(r[field] for r in by_k[k]) for k in ks] or [None],
+            y=[mean(getattr(r, field) for r in by_k[k]) for k in ks] or [None],
             name=name,
             mode="lines+markers",
             line={"color": color, "width": 3},
@@ -91,8 +92,8 @@ def _add_runs(fig: go.Figure, name: str, group: list[dict], field: str, color: s
     if auto := by_k.get("auto"):
         fig.add_trace(
             go.Scatter(
-                x=[r["mean_k"] for r in auto],
-                y=[r[field] for r in auto],
+                x=[r.mean_k for r in auto],
+                y=[getattr(r, field) for r in auto],
                 name=f"{name} auto K (at its mean K)",
                 mode="markers",
                 marker={**marker, "size": 18, "symbol": "star"},
@@ -166,26 +167,24 @@ def _keyed(fig: go.Figure) -> go.Figure:
     return fig
 
 
-TIME_COLORS = dict(
-    zip(costs.TIME_PARTS, ("#9ca3af", "#374151", COLORS["bonus"], "#d6d3d1"), strict=True)
-)
+TIME_COLORS = dict(zip(TIME_PARTS, ("#9ca3af", "#374151", COLORS["bonus"], "#d6d3d1"), strict=True))
 BREAKDOWN_RUNS = 12  # the newest runs get a bar each
 
 
-def time_chart(runs: list[dict]) -> go.Figure:
-    """Where each run's time went, in ms per new token (``costs.time_split``), with the target
+def time_chart(runs: list[RunRecord]) -> go.Figure:
+    """Where each run's time went, in ms per new token (``RunRecord.time_split``), with the target
     alone's pace marked."""
     shown = _newest(runs)
     if not shown:
         return placeholder("Where each run's time goes appears here after a run")
-    labels = [f"#{i} K={r['k']} {costs.group_name(costs.group_key(r))}" for i, r, _ in shown]
+    labels = [f"#{i} K={r.k} {costs.group_name(r.group)}" for i, r, _ in shown]
     fig = go.Figure()
     for part, color in TIME_COLORS.items():
         fig.add_trace(
             go.Bar(
                 y=labels,
-                x=[1000 * split[part] / max(r["spec_tokens"], 1) for _, r, split in shown],
-                customdata=[split[part] / (r["spec_seconds"] or 1) for _, r, split in shown],
+                x=[1000 * split[part] / max(r.spec_tokens, 1) for _, r, split in shown],
+                customdata=[split[part] / (r.spec_seconds or 1) for _, r, split in shown],
                 orientation="h",
                 name=part,
                 marker_color=color,
@@ -196,7 +195,7 @@ def time_chart(runs: list[dict]) -> go.Figure:
     fig.add_trace(
         go.Scatter(
             y=labels,
-            x=[1000 * r["target_seconds"] / max(r["target_tokens"], 1) for _, r, _ in shown],
+            x=[1000 * r.target_seconds / max(r.target_tokens, 1) for _, r, _ in shown],
             name="target alone",
             mode="markers",
             marker={"symbol": "line-ns-open", "size": 26, "color": "#111827", "line": {"width": 4}},
@@ -210,7 +209,7 @@ def time_chart(runs: list[dict]) -> go.Figure:
     return fig
 
 
-def positions_chart(runs: list[dict]) -> go.Figure:
+def positions_chart(runs: list[RunRecord]) -> go.Figure:
     """Per draft position, the share of judged drafts kept, beside the one α per draft that the
     i.i.d. formula assumes for every position; as tall as ``time_chart``, which it sits beside."""
     fig = go.Figure()
@@ -225,10 +224,10 @@ def positions_chart(runs: list[dict]) -> go.Figure:
     return _keyed(layout(fig, "Drafts kept, by position (measured)", _height(_newest(runs)), FOOT))
 
 
-def _newest(runs: list[dict]) -> list[tuple[int, dict, dict]]:
+def _newest(runs: list[RunRecord]) -> list[tuple[int, RunRecord, dict]]:
     """(number, run, time split) of the newest BREAKDOWN_RUNS runs with a time split, newest
     first."""
-    shown = [(i, r, split) for i, r in enumerate(runs, 1) if (split := costs.time_split(r))]
+    shown = [(i, r, split) for i, r in enumerate(runs, 1) if (split := r.time_split)]
     return shown[::-1][:BREAKDOWN_RUNS]
 
 
@@ -236,7 +235,7 @@ def _height(shown: list) -> int:
     return max(400, 200 + 34 * len(shown))
 
 
-def _add_positions(fig: go.Figure, name: str, group: list[dict], color: str) -> None:
+def _add_positions(fig: go.Figure, name: str, group: list[RunRecord], color: str) -> None:
     """A group's acceptance rate at each draft position (a line named after the group), and the
     pooled rate (the α per draft of the formulas) as a flat line: where they part, acceptance is
     not i.i.d."""

@@ -4,7 +4,7 @@
 
 import gradio as gr
 
-from specdemo.app import charts, costs, handlers, microscope, race, session_charts
+from specdemo.app import charts, comparison, costs, handlers, microscope, session_charts
 from specdemo.app.config import (
     DEFAULTS,
     DRAFTERS,
@@ -130,9 +130,9 @@ def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict
         w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")
     with gr.Row():
         w["comparison"] = gr.Markdown(
-            race.comparison_markdown(None, None), label="The race", elem_id="comparison"
+            comparison.comparison_markdown(None, None), label="The race", elem_id="comparison"
         )
-        gr.Markdown(race.SAME_DISTRIBUTION_NOTE)
+        gr.Markdown(comparison.SAME_DISTRIBUTION_NOTE)
     w["rounds_plot"] = gr.Plot(
         charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
     )

@@ -1,0 +1,181 @@
+"""One finished race as a typed record: what was asked, what both runs measured, and the step
+costs the cost model charges. ``RunRecord.of(config, spec, target)`` builds it; the session keeps
+a list of them, the charts, the cost note and the results table read their fields, and ``row``
+is the record as one CSV and JSON row.
+
+Two sets of step costs sit side by side. The run's own (``t_step``, ``t_draft``, ``t_verify``,
+``c``) were timed in two phases, the speculative run and the target alone, which a busy machine
+can slow apart. The profile's (``cost_*``) were timed in turns under one load, so every ratio
+between them holds; the curves and the cost note use those (``costs``).
+"""
+
+import statistics
+from dataclasses import asdict, dataclass, replace
+
+from specdemo.app.config import RunConfig
+from specdemo.app.race import SpecRun, TargetRun
+from specdemo.policy import Acceptance
+from specdemo.theory import StepCosts, expected_tokens_per_pass
+
+TIME_PARTS = ("draft steps", "verify passes", "prefill", "other")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One race: a speculative run and the target alone, on one prompt and seed."""
+
+    # What was asked (``RunConfig``).
+    k: int | str = 1  # a fixed K, or "auto"
+    temperature: float = 1.0
+    top_p: float | None = None
+    top_k: int | None = None
+    drafter: str = "model"
+    adaptive: bool = False
+    seed: int = 0
+    max_new_tokens: int = 0
+    # Acceptance, measured.
+    alpha: float = 0.0  # drafts kept / drafted
+    alpha_per_token: float = 0.0  # drafts kept / judged: the α of the formulas
+    tokens_per_pass: float = 0.0
+    expected_tokens_per_pass: float | None = None  # the i.i.d. formula at alpha_per_token
+    mean_k: float = 0.0  # the mean K asked per round
+    position_judged: tuple[int, ...] = ()  # per draft position: rounds that judged it
+    position_kept: tuple[int, ...] = ()  # ... and that kept it
+    # The two runs, measured (seconds inside the engine; rendering is not counted).
+    spec_tokens: int = 0
+    spec_seconds: float = 0.0
+    spec_target_passes: int = 0  # with the prefill
+    target_tokens: int = 0  # one target pass each
+    target_seconds: float = 0.0
+    prefill_seconds: float | None = None
+    draft_seconds: float | None = None
+    verify_seconds: float | None = None
+    greedy_match: bool | None = None  # at temperature 0: the two runs' tokens agree
+    replayed: bool = False  # answered with a run measured earlier
+    # The run's own step costs: t_step from the target alone, None when it was too short.
+    t_step: float | None = None
+    t_draft: float = 0.0
+    t_verify: float | None = None  # the verify pass at the asked K, when one ran
+    c: float | None = None  # t_draft / t_step
+    verify_cost: float | None = None  # t_verify / t_step
+    predicted_speedup: float | None = None  # theory.StepCosts.speedup on these costs
+    # The profile's step costs, timed in turns (``profile.costs_for``).
+    cost_t_step: float | None = None
+    cost_t_draft: float = 0.0  # 0 when prompt lookup drafted every token
+    cost_t_verify: tuple[float, ...] | None = None  # K = 1, 2, ...
+    cost_t_draft_captured: float | None = None  # on CUDA: the draft step replayed as a graph
+    # Where it ran.
+    device: str = ""
+    target_layers: int | None = None
+    draft_layers: int | None = None
+    draft_step: str = ""  # draft_step.DRAFT_STEPS, "" when no draft model ran
+
+    @classmethod
+    def of(cls, config: RunConfig, spec: SpecRun, target: TargetRun) -> "RunRecord":
+        """The record of a finished race. Its c = t_draft / t_step takes t_step from the
+        target-alone run (``TargetRun.t_step``)."""
+        s = replace(spec.stats, t_step=target.t_step)  # the run itself stays as measured
+        costs = s.costs()
+        # A verify at the asked k ran (never for "auto", whose k changes from round to round).
+        measured = costs is not None and config.k in costs.t_verify
+        profile = spec.profile
+        expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
+        acceptance = Acceptance()
+        for k, n in zip(spec.drafted, spec.accepted, strict=True):
+            acceptance.add(k, n)
+        drafts_free = s.draft_passes == 0 and any(spec.drafted)  # prompt lookup only
+        layers = spec.layers or (None, None)
+        return cls(
+            k=config.k,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            drafter=config.drafter,
+            adaptive=config.adaptive,
+            seed=config.seed,
+            max_new_tokens=config.max_new_tokens,
+            alpha=s.alpha,
+            alpha_per_token=s.alpha_per_token,
+            tokens_per_pass=s.tokens_per_pass,
+            expected_tokens_per_pass=statistics.fmean(expected) if expected else None,
+            mean_k=spec.mean_k,
+            position_judged=tuple(acceptance.judged),
+            position_kept=tuple(acceptance.kept),
+            spec_tokens=len(spec.tokens),
+            spec_seconds=spec.seconds,
+            spec_target_passes=s.target_passes,
+            target_tokens=len(target.tokens),
+            target_seconds=target.seconds,
+            prefill_seconds=s.prefill_time,
+            draft_seconds=s.draft_time,
+            verify_seconds=s.verify_time,
+            greedy_match=spec.tokens == target.tokens if config.temperature == 0 else None,
+            replayed=spec.measured_at is not None,
+            t_step=s.t_step,
+            t_draft=s.t_draft,
+            t_verify=s.t_verify.get(config.k),
+            c=s.c,
+            verify_cost=costs.verify_cost(config.k) if measured else None,
+            predicted_speedup=costs.speedup(s.alpha_per_token, config.k) if measured else None,
+            cost_t_step=profile.t_step if profile else None,
+            cost_t_draft=0.0 if drafts_free or not profile else profile.t_draft,
+            cost_t_verify=tuple(profile.t_verify[k] for k in sorted(profile.t_verify))
+            if profile
+            else None,
+            cost_t_draft_captured=spec.captured_t_draft,
+            device=spec.device,
+            target_layers=layers[0],
+            draft_layers=layers[1],
+            draft_step=spec.draft_step,
+        )
+
+    @property
+    def spec_tokens_per_s(self) -> float:
+        return self.spec_tokens / self.spec_seconds if self.spec_seconds else 0.0
+
+    @property
+    def target_tokens_per_s(self) -> float:
+        return self.target_tokens / self.target_seconds if self.target_seconds else 0.0
+
+    @property
+    def speedup(self) -> float:
+        """Measured: speculative tokens per second over the target alone's."""
+        target = self.target_tokens_per_s
+        return self.spec_tokens_per_s / target if target else 0.0
+
+    @property
+    def efficiency(self) -> float | None:
+        """Measured speedup over the one predicted from the run's own costs (None without)."""
+        return self.speedup / self.predicted_speedup if self.predicted_speedup else None
+
+    @property
+    def group(self) -> tuple:
+        """The runs one colour and one pair of curves stand for: drafter, adaptive, temperature."""
+        return self.drafter, self.adaptive, self.temperature
+
+    @property
+    def costs(self) -> StepCosts | None:
+        """The step costs as the cost model charges them: the profile's plain step, draft step,
+        and verify pass for K = 1, 2, ...; None for a run recorded without a profile."""
+        if not self.cost_t_verify or not self.cost_t_step:
+            return None
+        t_verify = dict(enumerate(self.cost_t_verify, 1))
+        return StepCosts(self.cost_t_step, self.cost_t_draft, t_verify)
+
+    @property
+    def time_split(self) -> dict[str, float] | None:
+        """Seconds of the speculative run by TIME_PARTS; "other" is the rest of its time inside
+        the engine (choosing K, sampling, bookkeeping). None for a run without them."""
+        if self.verify_seconds is None:
+            return None
+        parts = {
+            "draft steps": self.draft_seconds,
+            "verify passes": self.verify_seconds,
+            "prefill": self.prefill_seconds,
+        }
+        return {**parts, "other": max(self.spec_seconds - sum(parts.values()), 0.0)}
+
+    def row(self) -> dict:
+        """The record as one CSV and JSON row: every field, then the derived figures."""
+        derived = ("spec_tokens_per_s", "target_tokens_per_s", "speedup", "efficiency")
+        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
