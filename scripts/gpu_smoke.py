@@ -225,7 +225,7 @@ def check_tiny_pair(run: Run) -> list[Outcome]:
         problems.append("no token generated")
     figure = (
         f"{s.precision} ({s.dtype}) on {s.device}, loaded in {s.load_seconds:.1f} s; "
-        f"k = 3: {stats.new_tokens} tokens in {stats.rounds} rounds, alpha {stats.alpha:.2f}"
+        f"k = 3: {stats.new_tokens} tokens in {stats.rounds} rounds, α {stats.alpha:.2f}"
     )
     return [Outcome("3 tiny pair", *verdict(True, problems, figure))]
 

@@ -39,7 +39,7 @@ def main() -> int:
                     "T": r.temperature,
                     "k": r.k,
                     "mean_k": round(r.mean_k, 2),
-                    "alpha_per_token": round(r.alpha_per_token, 3),
+                    "alpha": round(r.alpha, 3),
                     "measured": round(r.speedup, 3),
                     "curve": predicted and round(predicted, 3),
                     "measured / curve": predicted and round(r.speedup / predicted, 3),

@@ -149,8 +149,8 @@ class Row:
     speedup: float  # ours / baseline, median over prompts
     peer_speedup: float | None
     vs_peer: float | None  # ours / peer
-    alpha: float  # accepted / drafted
-    alpha_per_token: float  # accepted / (accepted + rejected): the formulas' alpha
+    kept_rate: float  # accepted / drafted
+    alpha: float  # accepted / (accepted + rejected): the formulas' alpha
     tokens_per_pass: float
     c: float  # measured t_draft / t_step (0 for prompt lookup)
     overhead: float  # share of wall time outside model forward passes
@@ -240,7 +240,7 @@ def bench(pair, args, progress=True) -> dict:
 
 def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) -> Row:
     """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead)."""
-    alpha = median([s.alpha_per_token for _, _, s, _ in runs])
+    alpha = median([s.alpha for _, _, s, _ in runs])
     speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
     tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
     if kind == "lookup":  # a prompt-lookup draft costs no model step
@@ -256,8 +256,8 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) 
         speedup=speedup,
         peer_speedup=median([p / b if p else None for b, p, _, _ in runs]),
         vs_peer=median([s.tokens_per_s / p if p else None for _, p, s, _ in runs]),
-        alpha=median([s.alpha for _, _, s, _ in runs]),
-        alpha_per_token=alpha,
+        kept_rate=median([s.kept_rate for _, _, s, _ in runs]),
+        alpha=alpha,
         tokens_per_pass=tpp,
         c=costs.c,
         overhead=median([o for _, _, _, o in runs]),

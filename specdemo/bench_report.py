@@ -37,7 +37,7 @@ def best_fixed_vs_auto(result: dict) -> list[dict]:
 
 COLUMNS = [
     "prompt_set", "temperature", "drafter", "k", "baseline_tok_s", "peer_tok_s", "ours_tok_s",
-    "speedup", "vs_peer", "alpha", "alpha_per_token", "tokens_per_pass", "c", "verify_cost",
+    "speedup", "vs_peer", "kept_rate", "alpha", "tokens_per_pass", "c", "verify_cost",
     "predicted", "paper", "efficiency", "predicted_tpp", "efficiency_tpp", "overhead",
 ]  # fmt: skip
 
@@ -71,7 +71,7 @@ SUMMARY_COLUMNS = {
     "speedup": "speedup",
     "peer_tok_s": "assisted tok/s",
     "peer_speedup": "assisted speedup",
-    "alpha_per_token": "α",
+    "alpha": "α",
     "c": "c",
     "verify_cost": "verify cost",
     "overhead": "overhead",

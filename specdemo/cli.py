@@ -104,7 +104,8 @@ def summary(s) -> str:
     verify = ", ".join(f"k={k}: {1000 * t:.0f} ms" for k, t in s.t_verify.items())
     return (
         f"{s.new_tokens} tokens in {s.wall_time:.2f} s ({s.tokens_per_s:.1f} tok/s) | "
-        f"alpha {s.alpha:.2f} | {s.tokens_per_pass:.2f} tokens per target pass | "
+        f"α {s.alpha:.2f}, kept/drafted {s.kept_rate:.2f} | "
+        f"{s.tokens_per_pass:.2f} tokens per target pass | "
         f"{s.rounds} target passes, {s.draft_passes} draft passes | "
         f"draft step {1000 * s.t_draft:.0f} ms, verify {verify}"
     )

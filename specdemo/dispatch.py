@@ -63,7 +63,7 @@ CONSTANTS = ("HBM_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S", "NF4_BYTES_P
 ALPHA_MEASURED_ON = "qwen-coder"
 ALPHA_CODE = 0.82  # the 0.5B draft on code: median alpha/token over k = 1-4, docs/BENCHMARKS.md
 #   "Main run" (docs/bench/main.json)
-ALPHA_COPY = 0.70  # prompt lookup on the copy set: median alpha_per_token over k = 2, 4, 8,
+ALPHA_COPY = 0.70  # prompt lookup on the copy set: median alpha over k = 2, 4, 8,
 #   docs/bench/lookup.json (docs/BENCHMARKS.md "Prompt lookup on the copy set")
 
 

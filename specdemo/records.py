@@ -103,15 +103,15 @@ class Stats:
     t_step: float | None = None
 
     @property
-    def alpha(self) -> float:
-        """Acceptance rate: accepted / drafted."""
+    def kept_rate(self) -> float:
+        """Drafts kept / drafted: lower than α when k > 1, since drafts after a rejection are
+        never judged."""
         return self.accepted / self.drafted if self.drafted else 0.0
 
     @property
-    def alpha_per_token(self) -> float:
-        """Per-draft acceptance probability, accepted / (accepted + rejected): the alpha of the
-        theory formulas. Drafts after a rejection are never judged, so `alpha` (accepted /
-        drafted) is lower than this when k > 1."""
+    def alpha(self) -> float:
+        """α: the per-draft acceptance probability, accepted / (accepted + rejected), the α of
+        the theory formulas (Leviathan et al., 2023)."""
         judged = self.accepted + self.rejected
         return self.accepted / judged if judged else 0.0
 
@@ -163,8 +163,8 @@ class Stats:
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "verify_times"}
         d.update(
+            kept_rate=self.kept_rate,
             alpha=self.alpha,
-            alpha_per_token=self.alpha_per_token,
             tokens_per_pass=self.tokens_per_pass,
             tokens_per_s=self.tokens_per_s,
             t_draft=self.t_draft,

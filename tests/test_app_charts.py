@@ -12,8 +12,8 @@ from specdemo.theory import expected_speedup, expected_tokens_per_pass
 
 # One run: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a verify pass that costs 1.2
 # target steps at K = 1, rising by 0.1 step per draft; 40 tokens in 2 s against 2.4 s (1.2×).
-RUN = RunRecord(drafter="model", adaptive=False, temperature=1.0, k=2, alpha=0.5,
-                alpha_per_token=0.6, c=0.4, predicted_speedup=1.5,
+RUN = RunRecord(drafter="model", adaptive=False, temperature=1.0, k=2, kept_rate=0.5,
+                alpha=0.6, c=0.4, predicted_speedup=1.5,
                 cost_t_step=0.010, cost_t_draft=0.004,
                 cost_t_verify=tuple(0.010 * (1.1 + 0.1 * k) for k in range(1, 9)),
                 spec_tokens=40, spec_seconds=2.0, target_tokens=40, target_seconds=2.4,
@@ -146,7 +146,7 @@ def test_acceptance_by_position_beside_the_one_alpha_of_the_iid_formula():
 
 def test_empty_charts_say_what_will_appear():
     assert charts.rounds_chart([], []).layout.annotations[0].text.startswith("Accepted")
-    assert "Sweep" in session_charts.alpha_chart([]).layout.annotations[0].text
+    assert "Sweep" in session_charts.kept_chart([]).layout.annotations[0].text
     assert "speedup" in session_charts.speedup_chart([]).layout.annotations[0].text
     assert "time goes" in session_charts.time_chart([]).layout.annotations[0].text
     assert "position" in session_charts.positions_chart([]).layout.annotations[0].text
@@ -154,7 +154,7 @@ def test_empty_charts_say_what_will_appear():
 
 def test_the_session_charts_name_each_drafter_in_the_legend():
     runs = [RUN, replace(RUN, drafter="lookup"), replace(RUN, drafter="hybrid", adaptive=True)]
-    for chart in (session_charts.alpha_chart, session_charts.speedup_chart):
+    for chart in (session_charts.kept_chart, session_charts.speedup_chart):
         assert {t.name for t in chart(runs).data if t.mode == "lines+markers"} == {
             "T=1",
             "T=1 lookup",
@@ -164,7 +164,7 @@ def test_the_session_charts_name_each_drafter_in_the_legend():
 
 def test_auto_k_runs_are_stars_at_the_mean_k_they_chose():
     runs = [RUN, replace(RUN, k="auto", mean_k=2.6, spec_seconds=2.4 / 1.4)]
-    for chart, measured in ((session_charts.alpha_chart, 0.5), (session_charts.speedup_chart, 1.4)):
+    for chart, measured in ((session_charts.kept_chart, 0.5), (session_charts.speedup_chart, 1.4)):
         fig = chart(runs)
         star = trace(fig, "T=1 auto K (at its mean K)")
         assert (list(star.x), list(star.y)) == ([2.6], [measured])
@@ -229,7 +229,7 @@ def test_each_figure_has_one_column_of_panels_and_its_legend_at_its_foot():
     runs = [RUN, replace(RUN, k="auto", mean_k=2.6)]
     figures = [
         charts.rounds_chart([1, 0, 3], [2, 1, 3], asked=[2, 0, 4]),
-        session_charts.alpha_chart(runs),
+        session_charts.kept_chart(runs),
         session_charts.speedup_chart(runs),
         session_charts.time_chart(runs),
         session_charts.positions_chart(runs),

@@ -129,12 +129,12 @@ def labels(spans: list[dict]) -> set[str]:
 
 def test_generate_streams_both_panes_and_records_the_run(client):
     outputs = client.predict(**GENERATE, api_name="/generate")
-    spec, target, comparison, _, alpha_plot, speedup_plot, cost_note, _, _, *files = outputs
+    spec, target, comparison, _, kept_plot, speedup_plot, cost_note, _, _, *files = outputs
     table, csv_path, json_path = files
     assert labels(spec) <= {"accepted", "resampled", "bonus", "rejected", "target"}
     assert "accepted" in labels(spec) and labels(target) == {"target"}
     assert "Speedup" in comparison and "Target passes" in comparison
-    assert alpha_plot["type"] == speedup_plot["type"] == "plotly"
+    assert kept_plot["type"] == speedup_plot["type"] == "plotly"
     assert "Why the two curves differ" in cost_note and "target steps" in cost_note
     assert [row[1] for row in table["data"]] == [4]
     assert table["data"][0][-1] > 0  # c, from the target-alone run's plain steps

@@ -94,12 +94,16 @@ def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
 
 def test_comparison_shows_dots_until_a_run_has_tokens():
     table = comparison.comparison_markdown(None, None)
-    assert "Speedup | … | 1×" in table and table.count("…") == 2 * len(comparison.COMPARISON_ROWS) + 1
+    assert (
+        "Speedup | … | 1×" in table and table.count("…") == 2 * len(comparison.COMPARISON_ROWS) + 1
+    )
 
 
 def test_same_tokens_note_names_where_the_answers_part():
     assert "identical" in comparison.same_tokens_note([1, 2], [1, 2], greedy=True)
-    assert "agree for 1 token, then differ" in comparison.same_tokens_note([1, 2], [1, 3], greedy=True)
+    assert "agree for 1 token, then differ" in comparison.same_tokens_note(
+        [1, 2], [1, 3], greedy=True
+    )
     assert "agree for 2 tokens and then go" in comparison.same_tokens_note([1, 2, 3], [1, 2], False)
 
 
@@ -110,7 +114,7 @@ def test_the_recorded_prediction_is_the_cost_model_on_the_runs_own_costs(pair):
     row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
     s = spec.stats
     assert row.verify_cost == pytest.approx(s.t_verify[3] / row.t_step)
-    expected = predicted_speedup(s.alpha_per_token, 3, row.t_step, s.t_draft, s.t_verify[3])
+    expected = predicted_speedup(s.alpha, 3, row.t_step, s.t_draft, s.t_verify[3])
     assert row.predicted_speedup == pytest.approx(expected)
 
 
@@ -149,9 +153,9 @@ def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
     split = row.time_split
     assert split["verify passes"] == s.verify_time and split["prefill"] == s.prefill_time
     assert sum(split.values()) == pytest.approx(spec.seconds)
-    expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
+    expected = [expected_tokens_per_pass(s.alpha, k) for k in spec.drafted]
     assert row.expected_tokens_per_pass == pytest.approx(sum(expected) / len(expected))
-    assert sum(row.position_judged) == s.accepted + s.rejected  # alpha_per_token's judged
+    assert sum(row.position_judged) == s.accepted + s.rejected  # alpha's judged
 
 
 def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
@@ -195,7 +199,7 @@ def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkey
 
 
 def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():
-    row = RunRecord(k=2, temperature=1.0, drafter="model", alpha=0.5, tokens_per_pass=2.1,
+    row = RunRecord(k=2, temperature=1.0, drafter="model", kept_rate=0.5, tokens_per_pass=2.1,
                     expected_tokens_per_pass=1.96, spec_tokens=30, spec_seconds=1.0, c=0.4,
                     target_tokens=25, target_seconds=1.0, predicted_speedup=1.5)  # fmt: skip
     [cells] = results_table([row])

@@ -99,7 +99,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     assert tokens(page, "spec-pane", "accepted") > 0
     assert tokens(page, "target-pane", "target") > 0
     # The plots are outputs of their own: Plotly may draw them a moment after the table.
-    page.wait_for_selector("#alpha-plot .js-plotly-plot .scatterlayer .point")
+    page.wait_for_selector("#kept-plot .js-plotly-plot .scatterlayer .point")
     assert page.locator("#rounds-plot .js-plotly-plot").count() == 1
 
     rejected = page.locator(f'#spec-pane .token[style*="{rgb("rejected")}"] .text')
@@ -122,7 +122,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     )
     # K = 1, 2, 4 at two temperatures, and three auto-K stars: the sweep's two and the run's.
     page.wait_for_function(
-        "document.querySelectorAll('#alpha-plot .scatterlayer .point').length >= 9"
+        "document.querySelectorAll('#kept-plot .scatterlayer .point').length >= 9"
     )
     # No output still shows a progress overlay when the screenshot is taken.
     page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
@@ -153,7 +153,7 @@ def test_stop_cancels_a_run_mid_way(page):
     assert shown[1] < 1024
     comparison = page.inner_text("#comparison")
     assert "identical" not in comparison and "agree" not in comparison
-    assert page.locator("#alpha-plot .js-plotly-plot .scatterlayer .point").count() == 0
+    assert page.locator("#kept-plot .js-plotly-plot .scatterlayer .point").count() == 0
 
 
 def step_until_rejected(page) -> str:
@@ -222,7 +222,7 @@ PLOT_BOXES = """labels => [...document.querySelectorAll('.js-plotly-plot')]
       .map(e => [`${e.getAttribute('class')} "${e.textContent.slice(0, 30)}"`, box(e)]);
     return {id: plot.closest('[id]')?.id, box: box(plot), parts};
   })"""
-SIDE_BY_SIDE = [("alpha-plot", "speedup-plot"), ("time-plot", "positions-plot")]
+SIDE_BY_SIDE = [("kept-plot", "speedup-plot"), ("time-plot", "positions-plot")]
 
 
 def overlap(a: list[float], b: list[float]) -> bool:

@@ -23,7 +23,7 @@ def test_generate_json_reports_tokens_text_and_stats(capsys):
     assert len(out["tokens"]) == 12 and isinstance(out["text"], str)
     stats = out["stats"]
     assert stats["new_tokens"] == 12 and stats["k"] == DEFAULTS["k"]
-    assert 0 <= stats["alpha"] <= 1 and stats["t_draft"] > 0
+    assert 0 <= stats["kept_rate"] <= 1 and stats["t_draft"] > 0
     assert out["models"]["pair"] == "tiny"
 
 

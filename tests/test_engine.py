@@ -35,9 +35,9 @@ def test_greedy_matches_transformers_generate(arch, draft_kind):
             result = specdemo.generate(target, draft, prompt, k=k, temperature=0, max_new_tokens=24)
             assert result.tokens == expected, (prompt, k)
             if draft_kind == "self":
-                assert result.stats.alpha == 1.0
+                assert result.stats.kept_rate == 1.0
             if draft_kind == "random":
-                assert result.stats.alpha < 0.3
+                assert result.stats.kept_rate < 0.3
 
 
 def test_greedy_lookup_matches_transformers_generate(tiny_qwen):
@@ -249,7 +249,7 @@ def test_stats_add_up(tiny_qwen):
     assert stats.drafted == sum(r.k for r in rounds)
     assert stats.accepted == sum(r.n_accepted for r in rounds)
     assert sum(stats.accepted_hist) == stats.rounds
-    assert 0 < stats.alpha < 1
+    assert 0 < stats.kept_rate < 1
     assert stats.target_passes == stats.rounds + 1  # + the prefill
     assert stats.draft_passes == sum(r.draft_steps for r in rounds) == sum(r.k for r in rounds)
     # c = t_draft / t_step needs a plain target step, which a run at k = 4 never takes.

@@ -570,7 +570,7 @@ def test_default_pair_speculative_python_prompt(default_pair, temperature):
     )
     text = default_pair.tokenizer.decode(result.tokens, skip_special_tokens=True)
     assert "def" in text
-    assert result.stats.alpha > 0.3
+    assert result.stats.kept_rate > 0.3
     assert len(result.tokens) == 32
 
 

@@ -34,6 +34,6 @@ def test_stats_tell_the_two_acceptance_rates_apart():
     for r in (round_of([1, 2, 3], 1), round_of([1, 2, 3], 3)):
         stats.add(r)
     assert (stats.rounds, stats.drafted, stats.accepted, stats.rejected) == (2, 6, 4, 1)
-    assert stats.alpha == 4 / 6 and stats.alpha_per_token == 4 / 5
+    assert stats.kept_rate == 4 / 6 and stats.alpha == 4 / 5
     assert stats.new_tokens == 2 + 4 and stats.target_passes == 2
     assert stats.accepted_hist == [0, 1, 0, 1]

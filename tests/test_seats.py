@@ -86,7 +86,7 @@ def test_on_a_phone_the_race_table_reads_and_nothing_overflows(phone):
     assert phone.locator("#comparison").evaluate("e => e.getBoundingClientRect().width") > 300
     assert phone.evaluate("document.scrollingElement.scrollWidth") <= PHONE["width"] + 2
     assert phone.evaluate(OVERFLOWING) == []
-    for plot in ("#rounds-plot", "#alpha-plot", "#speedup-plot", "#time-plot", "#positions-plot"):
+    for plot in ("#rounds-plot", "#kept-plot", "#speedup-plot", "#time-plot", "#positions-plot"):
         right = phone.locator(f"{plot} .js-plotly-plot").evaluate(
             "e => e.getBoundingClientRect().right"
         )

@@ -67,7 +67,7 @@ K_ZERO = "K = 0 — drafting would not pay here"
 
 def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ()) -> go.Figure:
     """This run: drafts proposed and accepted in each round (bars), the K asked for (marks: the
-    one automatic K chose, which a drafter may cut short) and the running acceptance rate (line).
+    one automatic K chose, which a drafter may cut short) and drafts kept / drafted so far (line).
     A round asked for K = 0 is a plain target step, marked and labelled."""
     if not accepted:
         return placeholder("Accepted drafts per round appear here during a run")
@@ -89,7 +89,7 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
         go.Scatter(
             x=rounds,
             y=running,
-            name="running acceptance rate",
+            name="kept / drafted so far",
             mode="lines",
             line={"color": COLORS["bonus"], "width": 3},
         ),
@@ -102,7 +102,9 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     # would widen it far past the rounds.
     fig.update_xaxes(title_text="round (one target pass)", range=[0.5, len(rounds) + 0.5])
     fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
-    fig.update_yaxes(title_text="α so far", range=[0, 1.05], secondary_y=True, showgrid=False)
+    fig.update_yaxes(
+        title_text="kept / drafted so far", range=[0, 1.05], secondary_y=True, showgrid=False
+    )
     fig = layout(fig, "This run, round by round", height=420)
     fig.update_layout(barmode="overlay")
     return fig

@@ -23,7 +23,7 @@ def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tup
 COMPARISON_ROWS = [
     "Tokens/s",
     "Wall time",
-    "α: drafts kept / drafted",
+    "Drafts kept / drafted",
     "Mean K per round",
     "Tokens per target pass",
     "Target passes (with prefill)",
@@ -81,7 +81,7 @@ def _column(run: SpecRun | TargetRun | None) -> list[str]:
     s = run.stats
     return [
         *timing,
-        f"{s.alpha:.2f}",
+        f"{s.kept_rate:.2f}",
         f"{run.mean_k:.1f}",
         f"{s.tokens_per_pass:.2f}",
         f"{s.target_passes}",

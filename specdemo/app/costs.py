@@ -70,7 +70,7 @@ def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
         t_draft=mean(c.t_draft for _, c in measured),
         t_verify={k: mean(c.t_verify[k] for _, c in measured) for k in ks},
     )
-    alpha = min(mean(r.alpha_per_token for r, _ in measured), 1.0)
+    alpha = min(mean(r.alpha for r, _ in measured), 1.0)
     captured = [t for r, _ in measured if (t := r.cost_t_draft_captured)]
     lever = replace(costs, t_draft=mean(captured)) if captured and costs.t_draft else None
     return Curves(

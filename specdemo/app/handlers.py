@@ -34,7 +34,7 @@ CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
 
 SESSION_OUTPUTS = (
-    "alpha_plot", "speedup_plot", "cost_note", "time_plot", "positions_plot", "results",
+    "kept_plot", "speedup_plot", "cost_note", "time_plot", "positions_plot", "results",
     "csv_file", "json_file", "session",
 )  # fmt: skip
 GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
@@ -168,7 +168,7 @@ def session_outputs(session: Session) -> list:
     itself (SESSION_OUTPUTS)."""
     csv_path, json_path = export(session)
     runs = session.runs
-    return [session_charts.alpha_chart(runs), session_charts.speedup_chart(runs),
+    return [session_charts.kept_chart(runs), session_charts.speedup_chart(runs),
             costs.cost_note(runs), session_charts.time_chart(runs),
             session_charts.positions_chart(runs), results_table(runs), csv_path, json_path,
             session]  # fmt: skip

@@ -34,10 +34,10 @@ class RunRecord:
     seed: int = 0
     max_new_tokens: int = 0
     # Acceptance, measured.
-    alpha: float = 0.0  # drafts kept / drafted
-    alpha_per_token: float = 0.0  # drafts kept / judged: the α of the formulas
+    kept_rate: float = 0.0  # drafts kept / drafted
+    alpha: float = 0.0  # drafts kept / judged: the α of the formulas
     tokens_per_pass: float = 0.0
-    expected_tokens_per_pass: float | None = None  # the i.i.d. formula at alpha_per_token
+    expected_tokens_per_pass: float | None = None  # the i.i.d. formula at alpha
     mean_k: float = 0.0  # the mean K asked per round
     position_judged: tuple[int, ...] = ()  # per draft position: rounds that judged it
     position_kept: tuple[int, ...] = ()  # ... and that kept it
@@ -79,7 +79,7 @@ class RunRecord:
         # A verify at the asked k ran (never for "auto", whose k changes from round to round).
         measured = costs is not None and config.k in costs.t_verify
         profile = spec.profile
-        expected = [expected_tokens_per_pass(s.alpha_per_token, k) for k in spec.drafted]
+        expected = [expected_tokens_per_pass(s.alpha, k) for k in spec.drafted]
         acceptance = Acceptance()
         for k, n in zip(spec.drafted, spec.accepted, strict=True):
             acceptance.add(k, n)
@@ -94,8 +94,8 @@ class RunRecord:
             adaptive=config.adaptive,
             seed=config.seed,
             max_new_tokens=config.max_new_tokens,
+            kept_rate=s.kept_rate,
             alpha=s.alpha,
-            alpha_per_token=s.alpha_per_token,
             tokens_per_pass=s.tokens_per_pass,
             expected_tokens_per_pass=statistics.fmean(expected) if expected else None,
             mean_k=spec.mean_k,
@@ -116,7 +116,7 @@ class RunRecord:
             t_verify=s.t_verify.get(config.k),
             c=s.c,
             verify_cost=costs.verify_cost(config.k) if measured else None,
-            predicted_speedup=costs.speedup(s.alpha_per_token, config.k) if measured else None,
+            predicted_speedup=costs.speedup(s.alpha, config.k) if measured else None,
             cost_t_step=profile.t_step if profile else None,
             cost_t_draft=0.0 if drafts_free or not profile else profile.t_draft,
             cost_t_verify=tuple(profile.t_verify[k] for k in sorted(profile.t_verify))

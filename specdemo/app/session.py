@@ -20,13 +20,13 @@ from specdemo.app.run_record import RunRecord
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
 # the run's measured α per draft (kept / judged: drafts after a rejection are never judged) and
-# costs, and efficiency is measured / predicted speedup. The α column is kept / drafted.
+# costs, and efficiency is measured / predicted speedup.
 RESULT_COLUMNS = [
     "run",
     "K",
     "T",
     "drafter",
-    "α kept / drafted",
+    "kept / drafted",
     "tokens/pass",
     "tokens/pass expected (i.i.d.)",
     "spec tok/s",
@@ -86,7 +86,7 @@ def results_table(runs: list[RunRecord]) -> list[list]:
             f"auto ({r.mean_k:.1f})" if r.k == "auto" else r.k,
             r.temperature,
             DRAFTERS[r.drafter],
-            round(r.alpha, 3),
+            round(r.kept_rate, 3),
             round(r.tokens_per_pass, 2),
             _maybe(r.expected_tokens_per_pass, 2),
             round(r.spec_tokens_per_s, 1),

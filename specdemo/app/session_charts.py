@@ -1,6 +1,7 @@
-"""The session's figures, one panel each: every run's α and speedup against K, the speedup beside
-two curves, the textbook's and the one predicted from costs measured on this machine; where each
-run's time went; and how often each draft position was kept. ``RunRecord``s in, a
+"""The session's figures, one panel each: every run's share of drafts kept and its speedup
+against K, the speedup beside two curves (the textbook's and the one predicted from costs
+measured on this machine); where each run's time went; and how often each draft position was
+kept. ``RunRecord``s in, a
 ``go.Figure`` out (``costs`` does the numbers; the look follows ``charts``).
 
 A colour is a group of runs (a temperature, and drafter), the same in every figure; a line's style
@@ -33,15 +34,16 @@ KEYS = {
 }
 
 
-def alpha_chart(runs: list[RunRecord]) -> go.Figure:
-    """The session's α (drafts kept / drafted) against K, one line per group."""
+def kept_chart(runs: list[RunRecord]) -> go.Figure:
+    """The session's drafts kept / drafted against K, one line per group: it falls as K grows
+    even at a constant α, since drafts after a rejection are never judged."""
     if not runs:
         return placeholder("Each run adds a point here; the Sweep button fills a grid")
     fig = go.Figure()
     for i, (key, group) in enumerate(costs.groups(runs)):
-        _add_runs(fig, costs.group_name(key), group, "alpha", PALETTE[i % len(PALETTE)])
+        _add_runs(fig, costs.group_name(key), group, "kept_rate", PALETTE[i % len(PALETTE)])
     fig.update_yaxes(range=[0, 1.05])
-    return _against_k(fig, "α: drafts kept / drafted (measured)")
+    return _against_k(fig, "Drafts kept / drafted (measured)")
 
 
 def speedup_chart(runs: list[RunRecord]) -> go.Figure:
@@ -106,7 +108,7 @@ def _add_runs(fig: go.Figure, name: str, group: list[RunRecord], field: str, col
 def _add_curves(fig: go.Figure, curve: costs.Curves, color: str) -> None:
     """The textbook's speedup (dotted) and the one predicted from measured costs (dashed, over
     the K with a measured verify pass), its best K marked. Their α is the per-draft acceptance
-    probability; kept / drafted (``alpha_chart``) is lower, since drafts after a rejection are
+    probability; kept / drafted (``kept_chart``) is lower, since drafts after a rejection are
     never judged."""
     c, at = curve.costs.c, f"{curve.name}, K = %{{x}}: %{{y:.2f}}×"
     textbook = f"by the textbook formula (α per draft {curve.alpha:.2f}, c {c:.2f} measured, "

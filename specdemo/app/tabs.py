@@ -137,7 +137,7 @@ def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict
         charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
     )
     with gr.Row():
-        w["alpha_plot"] = plot(session_charts.alpha_chart([]), "α against K", "alpha-plot")
+        w["kept_plot"] = plot(session_charts.kept_chart([]), "Drafts kept against K", "kept-plot")
         w["speedup_plot"] = plot(
             session_charts.speedup_chart([]), "Speedup against K", "speedup-plot"
         )
