@@ -16,7 +16,7 @@ from specdemo.engine import (
     speculative_generate,
 )
 from specdemo.policy import AutoK
-from specdemo.records import Result, Round, Stats, Step
+from specdemo.rounds import Result, Round, Stats, Step
 from specdemo.sampling import RULES, AcceptanceRule, SamplingConfig
 from specdemo.theory import StepCosts
 

@@ -25,7 +25,7 @@ from specdemo.drafters import auto_head_rows, make_drafter
 from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import Stopwatch, cut_head
 from specdemo.profile import measure_costs
-from specdemo.records import Stats
+from specdemo.rounds import Stats
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
 from specdemo.theory import StepCosts, expected_speedup

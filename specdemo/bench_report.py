@@ -46,8 +46,8 @@ def table(rows: list[dict], cols: list[str], headers: list[str] | None = None) -
     lines = ["| " + " | ".join(headers or cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [
-            "—" if r[c] is None else f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c])
-            for c in cols
+            "—" if r[col] is None else f"{r[col]:.2f}" if isinstance(r[col], float) else str(r[col])
+            for col in cols
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines

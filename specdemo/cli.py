@@ -42,8 +42,8 @@ def load(args, quiet: bool = False):
 def cmd_generate(args) -> int:
     from specdemo.drafters import make_drafter
     from specdemo.engine import make_generator, resolve_k, speculative_generate
-    from specdemo.records import Stats
     from specdemo.render import ansi, legend_ansi, round_spans
+    from specdemo.rounds import Stats
     from specdemo.sampling import SamplingConfig
     from specdemo.text import Detokenizer, encode_prompt
 

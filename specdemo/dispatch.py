@@ -242,7 +242,7 @@ def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -
 def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS) -> list[PairCost]:
     """`predict_pair` for every pair of `pairs` (default: the registered `PAIRS`) it covers."""
     costs = (predict_pair(p, measured, ks) for p in (PAIRS if pairs is None else pairs).values())
-    return [c for c in costs if c is not None]
+    return [step for step in costs if step is not None]
 
 
 def dispatch_report(repeats: int = 3) -> DispatchReport:

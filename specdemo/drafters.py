@@ -32,7 +32,7 @@ class Proposal:
 
     tokens: torch.Tensor
     q: torch.Tensor | None
-    steps: int = 0  # draft model forward passes spent on it
+    draft_steps: int = 0  # draft model forward passes spent on it
     source: str = "model"  # "model" (q from the draft model) or "lookup" (copied, q one-hot)
 
 
@@ -120,7 +120,7 @@ class ModelDrafter:
         # The last draft token was sampled, not fed: the cache holds context + draft[:-1].
         self._fed = list(context) + draft.tolist()[:-1]
         self._settled = len(context) - 1
-        return Proposal(draft, torch.cat(qs) if qs else None, steps=len(tokens))
+        return Proposal(draft, torch.cat(qs) if qs else None, draft_steps=len(tokens))
 
 
 class NgramIndex:

@@ -15,7 +15,7 @@ from specdemo.drafters import Drafter, Proposal, make_drafter
 from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
-from specdemo.records import Result, Round, Stats, Step
+from specdemo.rounds import Result, Round, Stats, Step
 from specdemo.sampling import (
     EXACT,
     AcceptanceRule,

@@ -12,7 +12,7 @@ distribution stays exactly the target's.
 
 from dataclasses import dataclass, field
 
-from specdemo.records import Round
+from specdemo.rounds import Round
 from specdemo.theory import StepCosts
 
 # Before any round: a prior acceptance rate per source and how many observations it is worth,

@@ -8,7 +8,7 @@ before it (target-only runs, and rounds where automatic K chose K = 0). Each lab
 colour from a colour-blind-safe palette and a second cue that needs no colour at all.
 """
 
-from specdemo.records import Round
+from specdemo.rounds import Round
 from specdemo.text import Detokenizer
 
 # Okabe & Ito's palette, told apart under the common colour-vision deficiencies.

@@ -181,6 +181,23 @@ def test_the_rule_lab_separates_the_exact_rule_from_broken_ones(shared_client):
     assert sum(max(p) < 1e-6 for rule, p in p_values.items() if rule != "exact") >= 2, p_values
 
 
+def test_model_work_runs_one_call_at_a_time(client, shared_client):
+    """A step asked for while a long race runs waits for it: every model endpoint shares one
+    queue slot, so each run is timed alone."""
+    long = {**GENERATE, "k": 1, "temperature": 0.0, "max_new_tokens": 1024, "fresh": True}
+    race = client.submit(**long, api_name="/generate")
+    deadline = time.monotonic() + 60
+    while not race.outputs() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert race.outputs() and not race.done(), "the long race did not start streaming"
+    args = {"prompt": PROMPT, "k": 2, "temperature": 1.0, "seed": 0, "drafter": "model"}
+    shared_client.predict(**args, api_name="/step")
+    answered = time.monotonic()
+    while not race.done() and time.monotonic() < answered + 0.5:  # its last message in flight
+        time.sleep(0.02)
+    assert race.done()  # the step ran only once the race had finished
+
+
 def test_step_through_keeps_its_context_per_session(client):
     args = {"prompt": PROMPT, "k": 3, "temperature": 1.0, "seed": 0, "drafter": "model"}
     first = client.predict(**args, api_name="/step")

@@ -6,7 +6,7 @@ import torch
 from specdemo import drafters
 from specdemo.app import charts, microscope, numbers, stepping
 from specdemo.app.config import parse_run
-from specdemo.records import Round
+from specdemo.rounds import Round
 from specdemo.text import token_labels
 
 PROMPT = "Write a Python function that checks whether a number is prime."
@@ -14,33 +14,35 @@ PROMPT = "Write a Python function that checks whether a number is prime."
 
 def test_step_through_advances_the_context(pair):
     config = parse_run(PROMPT, k=3, temperature=1.0)
-    state, r, _ = stepping.step(pair, config, None)
+    state, r, _ = stepping.next_round(pair, config, None)
     assert len(state.context) - state.prompt_len == len(r.tokens) == r.n_accepted + 1
-    state2, r2, _ = stepping.step(pair, config, state)
-    assert state2.context[: len(state.context)] == state.context and state2.steps == 2
-    rows = stepping.step_rows(r2, pair.tokenizer)
+    state2, r2, _ = stepping.next_round(pair, config, state)
+    assert state2.context[: len(state.context)] == state.context and state2.rounds == 2
+    rows = stepping.round_rows(r2, pair.tokenizer)
     assert len(rows) == r2.k + 1 and rows[-1][-1].startswith(("bonus", "resampled"))
-    draft, verify, accept = stepping.step_markdown(r2, pair.tokenizer, config)
+    draft, verify, accept = stepping.round_markdown(r2, pair.tokenizer, config)
     assert "Draft" in draft and "one" in verify and ("rejected" in accept or "bonus" in accept)
-    restarted, _, _ = stepping.step(pair, parse_run("Another prompt", k=3), state2)
-    assert restarted.steps == 1
+    restarted, _, _ = stepping.next_round(pair, parse_run("Another prompt", k=3), state2)
+    assert restarted.rounds == 1
 
 
 def test_the_same_seed_replays_the_same_round(pair):
     config = parse_run(PROMPT, k=3, temperature=1.0, seed=5)
-    first, _, _ = stepping.step(pair, config, None)
-    again, _, _ = stepping.step(pair, config, None)
+    first, _, _ = stepping.next_round(pair, config, None)
+    again, _, _ = stepping.next_round(pair, config, None)
     assert first == again
 
 
 def test_a_finished_answer_or_a_full_context_asks_for_reset(pair):
     config = parse_run(PROMPT, k=3)
-    state, _, _ = stepping.step(pair, config, None)
+    state, _, _ = stepping.next_round(pair, config, None)
     with pytest.raises(ValueError, match="The answer is finished"):
-        stepping.step(pair, config, stepping.StepState(**{**state.__dict__, "finished": True}))
+        stepping.next_round(
+            pair, config, stepping.StepState(**{**state.__dict__, "finished": True})
+        )
     full = state.context + (0,) * stepping.STEP_LIMIT
     with pytest.raises(ValueError, match="stops after 512 new tokens"):
-        stepping.step(pair, config, stepping.StepState(**{**state.__dict__, "context": full}))
+        stepping.next_round(pair, config, stepping.StepState(**{**state.__dict__, "context": full}))
 
 
 @pytest.mark.parametrize(
@@ -50,10 +52,10 @@ def test_step_through_explains_every_kind_of_round(pair, drafter, temperature):
     config = parse_run(PROMPT + " " + PROMPT, k=4, temperature=temperature, drafter=drafter)
     state = None
     for _ in range(3):
-        state, r, scope = stepping.step(pair, config, state)
-        draft, verify, accept = stepping.step_markdown(r, pair.tokenizer, config)
+        state, r, scope = stepping.next_round(pair, config, state)
+        draft, verify, accept = stepping.round_markdown(r, pair.tokenizer, config)
         assert draft.startswith("**1 · Draft.**") and accept.startswith("**3 · Accept")
-        assert len(stepping.step_rows(r, pair.tokenizer)) == r.k + 1
+        assert len(stepping.round_rows(r, pair.tokenizer)) == r.k + 1
         charts.step_chart(r, lambda ids: token_labels(pair.tokenizer, ids))
         note = microscope.markdown(scope, r, pair.tokenizer)
         assert ("one-hot" in note) == (temperature == 0)
@@ -69,9 +71,9 @@ def test_a_hybrid_rounds_draft_note_names_the_drafter_that_ran(pair):
                   draft_time=0.0, verify_time=0.01, finished=False, k_asked=2)  # fmt: skip
     copied = Round(draft=[5, 6], draft_steps=0, source="lookup", **common)
     guessed = Round(draft=[5, 6], draft_steps=2, source="model", **common)
-    draft, _, _ = stepping.step_markdown(copied, pair.tokenizer, config)
+    draft, _, _ = stepping.round_markdown(copied, pair.tokenizer, config)
     assert "hybrid drafter found the last 3 tokens earlier" in draft and "q(x) = 1" in draft
-    draft, _, _ = stepping.step_markdown(guessed, pair.tokenizer, config)
+    draft, _, _ = stepping.round_markdown(guessed, pair.tokenizer, config)
     assert "hybrid drafter found no earlier copy" in draft and "draft model guessed 2" in draft
 
 
@@ -81,7 +83,7 @@ def step_until(pair, config, wanted, steps: int = 20):
     state = None
     for _ in range(steps):
         context = state.context if state else None
-        state, r, scope = stepping.step(pair, config, state)
+        state, r, scope = stepping.next_round(pair, config, state)
         if wanted(r):
             return context or state.context[: state.prompt_len], r, scope
     pytest.fail(f"no such round in {steps} steps")
@@ -189,9 +191,9 @@ def test_a_rejection_with_tiny_probabilities_shows_their_size(pair):
               accept_prob=[0.05, 1.0], u=[0.5, 0.0], residual_top=[(7, 0.6)], tokens=[7],
               draft_steps=2, draft_time=0.0, verify_time=0.01, finished=False, k_asked=2,
               source="model")  # fmt: skip
-    _, _, accept = stepping.step_markdown(r, pair.tokenizer, config)
+    _, _, accept = stepping.round_markdown(r, pair.tokenizer, config)
     assert "p = 2.1e-5 and q = 4.2e-4" in accept and "0.000" not in accept
-    assert stepping.step_rows(r, pair.tokenizer)[0][2:6] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
+    assert stepping.round_rows(r, pair.tokenizer)[0][2:6] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
     m = stepping.Microscope("rejected", 0, 5, 7, kept=3e-4, left=0.9997, p_x=2.1e-5, q_x=4.2e-4)
     note = microscope.markdown(m, r, pair.tokenizer)
     assert "q = 4.2e-4 but p = 2.1e-5" in note and "Σ min(p, q) = 3e-4" in note

@@ -1,12 +1,20 @@
-"""The built app: named endpoints on one model queue slot, wired to the handlers' outputs."""
+"""The built app as its page and its API see it (``Blocks.config``, ``get_api_info``): named
+endpoints with the handlers' parameters and outputs, and a bounded queue. That model work runs
+one call at a time is checked on the served app (``test_app_client``)."""
 
-import functools
+import inspect
 
+import gradio as gr
 import pytest
 
 from specdemo.app import handlers, ui
 
-MODEL_ENDPOINTS = {"generate", "sweep", "exactness", "step"}
+HANDLERS = {
+    "generate": (handlers.generate, handlers.GENERATE_OUTPUTS),
+    "sweep": (handlers.sweep, handlers.SWEEP_OUTPUTS),
+    "exactness": (handlers.exactness, handlers.EXACTNESS_OUTPUTS),
+    "step": (handlers.step, handlers.STEP_OUTPUTS),
+}
 
 
 @pytest.fixture(scope="module")
@@ -14,40 +22,39 @@ def app(pair):
     return ui.build(pair)
 
 
-def endpoints(app) -> dict:
-    return {f.api_name: f for f in app.fns.values() if f.api_name}
+def dependencies(app) -> dict:
+    """The page's events by API name, as the browser receives them."""
+    return {d["api_name"]: d for d in app.config["dependencies"] if d["api_name"]}
 
 
-def test_ui_builds_with_named_endpoints_on_one_model_slot(app):
-    found = endpoints(app)
-    assert MODEL_ENDPOINTS | {"reset_step"} <= set(found)
-    model_work = [found[name] for name in MODEL_ENDPOINTS]
-    assert {f.concurrency_id for f in model_work} == {"model"}
-    assert all(f.concurrency_limit == 1 and not f.preprocess for f in model_work)
-    assert app._queue.max_size == ui.QUEUE_SIZE
-
-
-def test_each_endpoint_is_its_handler_with_the_pair_bound(app):
-    found = endpoints(app)
-    for name, handler, outputs in [
-        ("generate", handlers.generate, handlers.GENERATE_OUTPUTS),
-        ("sweep", handlers.sweep, handlers.SWEEP_OUTPUTS),
-        ("exactness", handlers.exactness, handlers.EXACTNESS_OUTPUTS),
-        ("step", handlers.step, handlers.STEP_OUTPUTS),
-    ]:
-        fn = found[name].fn
-        assert isinstance(fn, functools.partial) and fn.func is handler
-        assert len(found[name].outputs) == len(outputs)
-    assert len(found["reset_step"].outputs) == len(handlers.STEP_OUTPUTS)
-    api = app.get_api_info()["named_endpoints"]
-    assert [p["parameter_name"] for p in api["/exactness"]["parameters"]] == [
-        "prompt",
-        "temperature",
-        "top_p",
-        "k",
-        "n",
-        "seed",
-        "rule",
-    ]
+def test_each_endpoint_takes_its_handlers_parameters_and_fills_its_outputs(app):
+    found, api = dependencies(app), app.get_api_info()["named_endpoints"]
+    for name, (handler, outputs) in HANDLERS.items():
+        widgets = list(inspect.signature(handler).parameters)[1:]  # after the pair
+        shown = [w for w in widgets if w not in ("session", "state", "progress")]
+        assert [p["parameter_name"] for p in api[f"/{name}"]["parameters"]] == shown, name
+        assert len(found[name]["outputs"]) == len(outputs), name
+    assert len(found["reset_step"]["outputs"]) == len(handlers.STEP_OUTPUTS)
     rule = api["/exactness"]["parameters"][-1]
     assert rule["label"] == "Acceptance rule" and rule["parameter_default"] == "exact"
+
+
+def test_a_sweeps_further_cells_are_events_of_their_own(app):
+    """Each cell after the first is queued by the change its predecessor leaves on a hidden
+    tick, so a run asked for meanwhile takes the model between two cells."""
+    cell = dependencies(app)["sweep_next"]
+    assert [event for _, event in cell["targets"]] == ["change"]
+    assert len(cell["outputs"]) == len(handlers.SWEEP_OUTPUTS)
+
+
+def test_the_queue_is_bounded(pair, monkeypatch):
+    asked = []
+    real = gr.Blocks.queue
+
+    def queue(self, *args, **kwargs):
+        asked.append(kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(gr.Blocks, "queue", queue)
+    ui.build(pair)
+    assert asked and asked[-1]["max_size"] == ui.QUEUE_SIZE

@@ -78,8 +78,8 @@ def test_best_k_is_plain_steps_when_drafting_cannot_pay():
 def test_every_registered_model_pair_is_predicted():
     costs = predict(synthetic())
     expected = {name for name, pair in PAIRS.items() if pair.target.kind != "tiny"}
-    assert {c.pair for c in costs} == expected and "tiny" not in expected
-    assert {c.pair for c in costs if c.alpha_source == "measured"} == {"qwen-coder"}
+    assert {p.pair for p in costs} == expected and "tiny" not in expected
+    assert {p.pair for p in costs if p.alpha_source == "measured"} == {"qwen-coder"}
 
 
 def test_arch_of_reads_hub_ids_and_gguf_file_names():

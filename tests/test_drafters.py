@@ -37,7 +37,7 @@ def test_lookup_proposes_what_followed_the_latest_match():
     drafter = LookupDrafter(max_ngram=2)
     proposal = drafter.propose([5, 6, 7, 8, 1, 5, 6, 9, 4, 5, 6], k=3)
     assert proposal.q is None and proposal.tokens.tolist() == [9, 4, 5]  # latest "5 6": 9 4 5
-    assert proposal.steps == 0
+    assert proposal.draft_steps == 0
     assert drafter.propose([1, 2, 3], k=3).tokens.numel() == 0  # no match, no draft
 
 
@@ -100,7 +100,7 @@ def test_adaptive_k_drafts_fewer_tokens_when_unsure():
     assert fixed.propose([1, 2, 3], k=6).tokens.numel() == 6
     proposal = adaptive.propose([1, 2, 3], k=6)
     assert proposal.tokens.numel() == 1 and proposal.q.shape[0] == 1  # stops when unsure
-    assert proposal.steps == 1
+    assert proposal.draft_steps == 1
 
 
 @pytest.mark.parametrize("step", ["eager", "static"])
@@ -116,7 +116,7 @@ def test_model_drafter_rolls_back_its_cache(step, monkeypatch):
     drafter = ModelDrafter(draft, SamplingConfig(0.0), step=step)
     context = [1, 2, 3, 4]
     first = drafter.propose(context, k=4)
-    assert first.steps == 4
+    assert first.draft_steps == 4
     assert drafter.step.cache.tokens == context + first.tokens[:3].tolist()  # last one not fed
     # Pretend the target kept two drafts and replaced the third.
     context = context + first.tokens[:2].tolist() + [(first.tokens[2].item() + 1) % 8]
@@ -190,13 +190,13 @@ def test_hybrid_copies_after_a_long_enough_match_else_asks_the_model():
     repeats = [1, 2, 3, 4, 5, 1, 2, 3]  # "1 2 3" occurred before: copy what followed
     assert drafter.sources(repeats) == ("lookup", "model")
     copied = drafter.propose(repeats, k=3)
-    assert (copied.tokens.tolist(), copied.q, copied.steps, copied.source) == (
+    assert (copied.tokens.tolist(), copied.q, copied.draft_steps, copied.source) == (
         [4, 5, 1], None, 0, "lookup",
     )  # fmt: skip
     only_two = [1, 2, 3, 4, 5, 6, 2, 3]  # "2 3" repeats, but a 2-token match does not count
     assert drafter.sources(only_two) == ("model",)
     guessed = drafter.propose(only_two, k=3)
-    assert guessed.source == "model" and guessed.steps == 3 and guessed.q.shape == (3, 8)
+    assert guessed.source == "model" and guessed.draft_steps == 3 and guessed.q.shape == (3, 8)
     with pytest.raises(ValueError, match="needs a draft model"):
         make_drafter("hybrid", None, SamplingConfig(1.0), None, "cpu")
 
@@ -236,7 +236,7 @@ def test_hybrid_keeps_the_draft_cache_in_step_through_lookup_rounds():
     model_after_lookup = 0
     for i, (context, k, state, proposal) in enumerate(spy.seen):
         if proposal.source == "lookup":
-            assert proposal.q is None and proposal.steps == 0
+            assert proposal.q is None and proposal.draft_steps == 0
             continue
         fresh = ModelDrafter(draft, sampling, torch.Generator().set_state(state))
         expected = fresh.propose(context, k)

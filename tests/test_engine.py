@@ -7,7 +7,7 @@ from conftest import BigramLM, tiny_model, toy_tables
 import specdemo
 from specdemo.drafters import LookupDrafter, ModelDrafter, Proposal
 from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
-from specdemo.records import Stats
+from specdemo.rounds import Stats
 from specdemo.sampling import SamplingConfig
 
 PROMPTS = [[1, 2, 3, 4, 5], [17], [200, 13, 13, 13, 9, 42, 7, 7]]

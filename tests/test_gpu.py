@@ -90,16 +90,15 @@ def test_with_the_spaces_package_the_app_serves_on_a_cpu():
     as it is off ZeroGPU. In a subprocess, so importing `spaces` touches no other test."""
     pytest.importorskip("spaces")
     code = """
-import functools, spaces
+import spaces
 from specdemo.app import gpu, handlers, ui
 from specdemo.models import load_pair
 pair = load_pair()  # on the CPU
 assert gpu.spaces is spaces
-app = ui.build(pair)
-fn = next(f.fn for f in app.fns.values() if f.api_name == "step")
-assert isinstance(fn, functools.partial) and fn.func is handlers.step
-outputs = fn("Write a function that adds two numbers.")
-assert outputs[-1].steps == 1
+app = ui.build(pair)  # wraps the GPU functions in spaces.GPU, as on a Space
+assert "/step" in app.get_api_info()["named_endpoints"]
+outputs = handlers.step(pair, "Write a function that adds two numbers.")
+assert outputs[-1].rounds == 1
 print("served")
 """
     env = {**os.environ, "SPECDEMO_PAIR": "tiny", "GRADIO_ANALYTICS_ENABLED": "False"}

@@ -8,7 +8,7 @@ from conftest import BigramLM, toy_tables
 
 import specdemo
 from specdemo.policy import PROBE_EVERY, Acceptance, AutoK, expected_tokens
-from specdemo.records import Round
+from specdemo.rounds import Round
 from specdemo.theory import StepCosts, expected_tokens_per_pass
 
 # A GPU-like machine (verify nearly free, cheap draft) and a CPU-like one (verify grows with k).

@@ -100,22 +100,20 @@ def test_the_log_gets_each_stage_the_warm_up_and_ready_in(monkeypatch):
     assert "| warm up | done |" in preparation.markdown()
 
 
-def poll_of(app):
-    """The page's poll: the event whose outputs include the preparation panel."""
-    panel = next(b for b in app.blocks.values() if getattr(b, "elem_id", None) == "preparing")
-    return next(f for f in app.fns.values() if panel in f.outputs)
+def components(app) -> dict:
+    """The page's components by elem_id, as the browser receives them."""
+    return {c["props"]["elem_id"]: c for c in app.config["components"] if c["props"].get("elem_id")}
 
 
 def test_the_page_shows_the_panel_then_the_tabs(pair):
     preparation, release, _ = held(pair=pair)
-    poll = poll_of(ui.build(preparation))
-    tabs = poll.outputs[2]
-    assert isinstance(tabs, gr.Column) and tabs.visible is False
-    model_info, panel, shown, timer = poll.fn()
+    page = components(ui.build(preparation))
+    assert page["tabs"]["props"]["visible"] is False and "preparing" in page
+    model_info, panel, shown, timer = ui.poll(preparation)
     assert "Preparing the models" in panel and not isinstance(shown, gr.Column)
     release.set()
     wait_until(lambda: preparation.ready)
-    model_info, panel, shown, timer = poll.fn()
+    model_info, panel, shown, timer = ui.poll(preparation)
     assert "tiny-target" in model_info and not panel.visible
     assert shown.visible and not timer.active
 
@@ -123,10 +121,9 @@ def test_the_page_shows_the_panel_then_the_tabs(pair):
 def test_a_ready_preparation_builds_the_plain_app(pair):
     preparation = preparing.Preparation(lambda progress: pair)
     preparation.run()
-    app = ui.build(preparation)
-    step = next(f for f in app.fns.values() if f.api_name == "step")
-    assert step.fn.args[0] is pair
-    assert not any(getattr(b, "elem_id", None) == "preparing" for b in app.blocks.values())
+    page = components(ui.build(preparation))
+    assert page["tabs"]["props"]["visible"] is True and "preparing" not in page
+    assert "tiny-target" in page["model-info"]["props"]["value"]
 
 
 def test_app_py_serves_the_page_first_and_the_models_after(tmp_path):

@@ -1,7 +1,7 @@
 """Rounds to labelled spans and terminal colours, on hand-made rounds and a one-letter tokenizer."""
 
-from specdemo.records import Round
 from specdemo.render import ANSI, ansi, legend_ansi, round_spans
+from specdemo.rounds import Round
 from specdemo.text import Detokenizer
 
 LETTERS = "abcdefgh"

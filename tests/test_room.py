@@ -1,4 +1,4 @@
-"""A room served by one machine: identical requests replayed from the record, the target alone
+"""A room served by one machine: identical requests replayed from the store, the target alone
 measured once across K, a sweep that lets other runs in between its cells, and memory that stays
 flat however many sessions come and go."""
 
@@ -20,7 +20,7 @@ RUN = {"k": 3, "auto_k": False, "temperature": 1.0, "max_new_tokens": 24, "seed"
 
 
 @pytest.fixture(autouse=True)
-def empty_record():
+def empty_store():
     replay.clear()
     yield
     replay.clear()
@@ -60,7 +60,7 @@ def test_an_identical_request_is_replayed_without_a_forward_pass(pair):
     measured, replayed = session.runs
     assert not measured["replayed"] and replayed["replayed"]
     timings = ("spec_seconds", "target_seconds", "speedup", "t_step", "t_draft")
-    assert all(replayed[name] == measured[name] for name in timings)  # the recorded figures
+    assert all(replayed[name] == measured[name] for name in timings)  # the stored figures
     with forward_passes(pair) as passes:
         _, fresh = race(pair, session, fresh=True)
     assert passes["target"] > 0 and passes["draft"] > 0
@@ -80,14 +80,14 @@ def test_the_target_alone_is_measured_once_across_k(pair):
 
 
 def test_the_record_keeps_only_the_most_recent_runs():
-    store = replay.Recorded(size=3)
+    store = replay.Store(size=3)
     for key in range(5):
         store.put(key, [key])
     assert len(store) == 3 and store.get(0) is None and store.get(4).value == [4]
     got = store.get(4)
     got.value.append("changed")
     assert store.get(4).value == [4]  # what one caller changes, the next does not see
-    assert store.get(4, since=time.time() + 1) is None  # a fresh run ignores older records
+    assert store.get(4, since=time.time() + 1) is None  # a fresh run ignores older entries
 
 
 def test_a_sweep_runs_one_cell_per_call_until_its_tick_stops(pair):
@@ -103,14 +103,6 @@ def test_a_sweep_runs_one_cell_per_call_until_its_tick_stops(pair):
     # One target-alone run per temperature; nothing is left to run afterwards.
     assert len({r.target_seconds for r in session.runs}) == 2
     assert handlers.sweep_next(pair, session) == [gr.skip()] * len(handlers.SWEEP_OUTPUTS)
-
-
-def test_each_further_sweep_cell_is_an_event_of_its_own_on_the_model_slot(pair):
-    endpoints = {f.api_name: f for f in ui.build(pair).fns.values() if f.api_name}
-    cell = endpoints["sweep_next"]
-    assert cell.concurrency_id == "model" and cell.concurrency_limit == 1
-    assert [event for _, event in cell.targets] == ["change"]  # the tick a cell leaves
-    assert len(cell.outputs) == len(handlers.SWEEP_OUTPUTS)
 
 
 # ---------------------------------------------------------------- the served app

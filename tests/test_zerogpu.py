@@ -51,7 +51,7 @@ def test_a_race_asks_for_more_with_more_tokens_a_larger_k_and_a_longer_prompt():
     assert race(k="auto").seconds == race(k=max(requests.gpu.PROFILE_KS)).seconds
 
 
-def test_prompt_lookup_drafts_free_and_a_recorded_target_is_not_charged():
+def test_prompt_lookup_drafts_free_and_a_stored_target_is_not_charged():
     model = race(k=8, max_new_tokens=512)
     lookup = requests.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="lookup"), model.ids)
     assert lookup.seconds < model.seconds
@@ -208,7 +208,7 @@ def test_a_race_replays_when_every_call_runs_in_a_fresh_fork(pair, forked):
     settings = {"max_new_tokens": 8, "auto_k": False, "k": 2, "temperature": 1.0, "seed": 3}
     first = list(handlers.generate(pair, PROMPT, **settings))
     again = list(handlers.generate(pair, PROMPT, **settings))
-    assert len(again) == 1  # answered at once, from the record kept in the main process
+    assert len(again) == 1  # answered at once, from the store kept in the main process
     names = handlers.GENERATE_OUTPUTS
     result = dict(zip(names, first[-1], strict=True))
     replayed = dict(zip(names, again[0], strict=True))
@@ -240,7 +240,7 @@ def test_the_exactness_check_and_a_step_run_in_a_fresh_fork(pair, forked):
     outputs = handlers.exactness(pair, PROMPT, n=500)
     assert "draws each" in outputs[handlers.EXACTNESS_OUTPUTS.index("summary")]
     state = handlers.step(pair, PROMPT)[-1]
-    assert handlers.step(pair, PROMPT, state=state)[-1].steps == 2
+    assert handlers.step(pair, PROMPT, state=state)[-1].rounds == 2
 
 
 def test_a_bad_request_in_a_fork_reaches_the_user_as_its_message(pair, forked):

@@ -1,6 +1,6 @@
 """The Gradio app, in modules that each import only those listed before them: ``config``
 (validation), ``costs`` (the cost model's numbers for a session), ``race``, ``replay`` (runs
-recorded for identical requests, and the sweep's cells), ``session``, ``exactness``, ``joint``
+stored for identical requests, and the sweep's cells), ``session``, ``exactness``, ``joint``
 and ``stepping`` (runs and their Markdown, no Gradio), ``charts``, ``session_charts`` and
 ``microscope`` (Plotly figures), ``handlers`` (the plain functions behind each event), ``gpu``
 (ZeroGPU's seconds per request), ``preparing`` (the page while the pair loads), ``style``

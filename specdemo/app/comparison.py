@@ -36,7 +36,7 @@ def comparison_markdown(
 ) -> str:
     """The side-by-side numbers, a run still to come showing dots; once both runs have
     `finished` (under that config), a note on whether their tokens agree, and on any run
-    answered from the record (``replay_note``)."""
+    answered from the store (``replay_note``)."""
     speedup = "…"
     if spec and target and target.tokens_per_s:
         speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
@@ -52,7 +52,7 @@ def comparison_markdown(
 
 
 def replay_note(spec: SpecRun, target: TargetRun) -> str:
-    """Which runs were answered from the record, and when they were measured."""
+    """Which runs were answered from the store, and when they were measured."""
     if spec.measured_at is not None:
         return (
             f"*Replayed from a run measured at {clock(spec.measured_at)}: the same pair, prompt, "

@@ -180,7 +180,9 @@ def clean_text(text, name: str = "prompt") -> str:
             f"{MAX_PROMPT_CHARS:,} (about {MAX_PROMPT_TOKENS:,} tokens)."
         )
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cs"))
+    return "".join(
+        ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs")
+    )
 
 
 def encode(pair, config: RunConfig) -> list[int]:

@@ -61,14 +61,14 @@ class Curves:
 
 def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
     """Both curves for one group, from the runs that recorded their costs (None if none did)."""
-    measured = [(r, c) for r in group if (c := r.costs) is not None]
+    measured = [(r, steps) for r in group if (steps := r.costs) is not None]
     if not measured:
         return None
-    ks = sorted(set.intersection(*(set(c.t_verify) for _, c in measured)))
+    ks = sorted(set.intersection(*(set(steps.t_verify) for _, steps in measured)))
     costs = StepCosts(
-        t_step=mean(c.t_step for _, c in measured),
-        t_draft=mean(c.t_draft for _, c in measured),
-        t_verify={k: mean(c.t_verify[k] for _, c in measured) for k in ks},
+        t_step=mean(steps.t_step for _, steps in measured),
+        t_draft=mean(steps.t_draft for _, steps in measured),
+        t_verify={k: mean(steps.t_verify[k] for _, steps in measured) for k in ks},
     )
     alpha = min(mean(r.alpha for r, _ in measured), 1.0)
     captured = [t for r, _ in measured if (t := r.cost_t_draft_captured)]

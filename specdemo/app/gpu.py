@@ -99,7 +99,7 @@ def target_seconds(max_new_tokens: int, prompt_tokens: int = 0) -> float:
 
 
 def race_seconds(config, prompt_tokens: int, with_target: bool = True) -> float:
-    """A race: the speculative run, and the target alone unless its run is recorded."""
+    """A race: the speculative run, and the target alone unless its run is stored."""
     tokens = config.max_new_tokens
     spec = speculative_seconds(tokens, config.k, config.drafter, prompt_tokens)
     return spec + (target_seconds(tokens, prompt_tokens) if with_target else 0.0)

@@ -63,11 +63,11 @@ def generate(
             drafter, adaptive, since,
         )  # fmt: skip
     session = Session() if session is None else session
-    recorded = replay.recorded_race(pair, request)
-    if recorded is not None:
-        yield race_outputs(session, request.config, *recorded, show_rejected)
+    stored = replay.stored_race(pair, request)
+    if stored is not None:
+        yield race_outputs(session, request.config, *stored, show_rejected)
         return
-    target = replay.recorded_target(pair, request)
+    target = replay.stored_target(pair, request)
     request = dataclasses.replace(request, with_target=target is None)
     with user_errors():
         gpu.check(request)
@@ -116,7 +116,7 @@ def sweep(
 ):  # fmt: skip
     """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
     Each further cell is a call of ``sweep_next`` of its own, so other people's runs take the
-    model between cells. Cells already measured are replayed from the record unless `fresh`.
+    model between cells. Cells already measured are replayed from the store unless `fresh`.
     On ZeroGPU a grid with a cell that does not fit one GPU call is refused before it starts."""
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0

@@ -219,7 +219,7 @@ def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):
 
 def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> JointExactness:
     """Bins, distances and χ² of the pair draws (codes a * vocab + b) against the exact joint."""
-    tested_codes = torch.cat([c for c, _ in tested])
+    tested_codes = torch.cat([codes for codes, _ in tested])
     order = torch.argsort(tested_codes)
     tested_codes, tested_p = tested_codes[order], torch.cat([p for _, p in tested])[order]
     cand_codes, cand_p = (torch.cat(parts) for parts in zip(*candidates, strict=True))
@@ -229,7 +229,7 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
     exact += [max(0.0, 1.0 - sum(exact))]
     result = {}
     for name, drawn in codes.items():
-        shown = [(drawn == c).sum().item() / n for c in shown_codes]
+        shown = [(drawn == code).sum().item() / n for code in shown_codes]
         shown += [1.0 - sum(shown)]
         index = torch.searchsorted(tested_codes, drawn).clamp_max(len(tested_codes) - 1)
         hit = tested_codes[index] == drawn
@@ -242,12 +242,12 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
         probability = torch.cat([tested_p, tested_p.new_tensor([rest])])
         result[name] = (shown, chi2_pvalue(observed, probability), tv(shown, exact))
     labels = [
-        f"{token_text(tokenizer, c // vocab)}·{token_text(tokenizer, c % vocab)}"
-        for c in shown_codes.tolist()
+        f"{token_text(tokenizer, code // vocab)}·{token_text(tokenizer, code % vocab)}"
+        for code in shown_codes.tolist()
     ]
     return JointExactness(
         labels=labels + ["(other)"],
-        shown=[divmod(c, vocab) for c in shown_codes.tolist()],
+        shown=[divmod(code, vocab) for code in shown_codes.tolist()],
         p=exact,
         speculative=result["speculative"][0],
         direct=result["direct"][0],

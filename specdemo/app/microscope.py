@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
 from specdemo.app.stepping import Microscope
-from specdemo.records import Round
 from specdemo.render import COLORS
+from specdemo.rounds import Round
 from specdemo.text import token_text
 
 PLACEHOLDER = "p and q where the round ended appear here"

@@ -24,8 +24,8 @@ from specdemo.engine import (
 )
 from specdemo.policy import AutoK
 from specdemo.profile import captured_draft_seconds
-from specdemo.records import Stats
 from specdemo.render import round_spans
+from specdemo.rounds import Stats
 from specdemo.text import Detokenizer
 from specdemo.theory import StepCosts
 

@@ -33,7 +33,7 @@ class Measured:
     at: float  # time.time() when it was stored
 
 
-class Recorded:
+class Store:
     """A least-recently-used store of measurements. `get` hands out a deep copy, so a caller may
     change what it gets without touching what other sessions will get."""
 
@@ -67,18 +67,18 @@ class Recorded:
         return len(self._items)
 
 
-RACES = Recorded()
-TARGETS = Recorded()
+RACES = Store()
+TARGETS = Store()
 
 
 def clear() -> None:
-    """Forget every recorded run."""
+    """Forget every stored run."""
     RACES.clear()
     TARGETS.clear()
 
 
-def recorded_race(pair, request: Race) -> tuple[SpecRun, TargetRun] | None:
-    """The race recorded for this pair and request at or after `request.since`, each run marked
+def stored_race(pair, request: Race) -> tuple[SpecRun, TargetRun] | None:
+    """The race stored for this pair and request at or after `request.since`, each run marked
     with when it was measured; None when there is none."""
     found = RACES.get((pair.summary, request.key), request.since)
     if found is None:
@@ -89,8 +89,8 @@ def recorded_race(pair, request: Race) -> tuple[SpecRun, TargetRun] | None:
     return spec, target
 
 
-def recorded_target(pair, request: Race) -> TargetRun | None:
-    """The target-alone run recorded for this prompt, sampling, seed and length at or after
+def stored_target(pair, request: Race) -> TargetRun | None:
+    """The target-alone run stored for this prompt, sampling, seed and length at or after
     `request.since`, marked with when it was measured; None when there is none."""
     found = TARGETS.get((pair.summary, request.target_key), request.since)
     return None if found is None else replace(found.value, measured_at=found.at)
@@ -98,20 +98,20 @@ def recorded_target(pair, request: Race) -> TargetRun | None:
 
 def keep(pair, request: Race, spec: SpecRun, target: TargetRun) -> None:
     """Record a finished race, and its target-alone run when that was measured now, so the same
-    request is answered with them (``recorded_race``, ``recorded_target``)."""
+    request is answered with them (``stored_race``, ``stored_target``)."""
     if target.measured_at is None:
         TARGETS.put((pair.summary, request.target_key), target)
     RACES.put((pair.summary, request.key), (spec, target))
 
 
 def race_once(pair, request: Race, run_race) -> tuple[SpecRun, TargetRun]:
-    """A whole race, not streamed: the recorded one, or one run now by `run_race` (the GPU
-    function ``work.run_race``, bound to the pair) with the target alone from the record when
+    """A whole race, not streamed: the stored one, or one run now by `run_race` (the GPU
+    function ``work.run_race``, bound to the pair) with the target alone from the store when
     it is there, and kept. Refused (``gpu.check``) before the GPU is asked when too big."""
-    found = recorded_race(pair, request)
+    found = stored_race(pair, request)
     if found is not None:
         return found
-    target = recorded_target(pair, request)
+    target = stored_target(pair, request)
     request = replace(request, with_target=target is None)
     gpu.check(request)
     spec = None
@@ -151,7 +151,7 @@ class SweepPlan:
 
 
 def sweep_cell(pair, plan: SweepPlan, run_race) -> tuple[SweepPlan, RunRecord]:
-    """The plan's next cell raced (``race_once``) and recorded: (the plan a cell on, the record).
+    """The plan's next cell raced (``race_once``): (the plan a cell on, the cell's ``RunRecord``).
     The cells of one temperature share one target-alone run, as it does not depend on K."""
     request = plan.next_request()
     spec, target = race_once(pair, request, run_race)

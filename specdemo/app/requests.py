@@ -31,7 +31,7 @@ from specdemo.sampling import AcceptanceRule
 @dataclass(frozen=True)
 class Race:
     """A speculative run and the target alone on one prompt (the Generate button, or one cell
-    of a sweep). `since`: runs recorded before it are measured again (a fresh run sets it)."""
+    of a sweep). `since`: runs stored before it are measured again (a fresh run sets it)."""
 
     config: RunConfig
     ids: tuple[int, ...]
@@ -50,17 +50,17 @@ class Race:
     @property
     def target_key(self) -> tuple:
         """Replay key of the target alone: K, the drafter and adaptive drafting play no part."""
-        c = self.config
-        return c.prompt, c.system, c.sampling, c.seed, c.max_new_tokens
+        config = self.config
+        return config.prompt, config.system, config.sampling, config.seed, config.max_new_tokens
 
     def fits(self) -> str:
-        c = self.config
+        config = self.config
 
         def seconds(tokens: int) -> float:
-            return gpu.race_seconds(replace(c, max_new_tokens=tokens), len(self.ids))
+            return gpu.race_seconds(replace(config, max_new_tokens=tokens), len(self.ids))
 
         n = gpu.largest_tokens(seconds)
-        setting = f"K = {c.k} with {DRAFTERS[c.drafter].lower()}"
+        setting = f"K = {config.k} with {DRAFTERS[config.drafter].lower()}"
         if n is None:
             return "Shorten the prompt: no run of it fits."
         return f"At {setting}, at most {n} new tokens fit: lower Max new tokens."
@@ -105,8 +105,10 @@ class Sweep:
             try:
                 gpu.check(cell)
             except ValueError as e:
-                c = cell.config
-                raise ValueError(f"Sweep cell K = {c.k}, T = {c.temperature:g}: {e}") from None
+                config = cell.config
+                raise ValueError(
+                    f"Sweep cell K = {config.k}, T = {config.temperature:g}: {e}"
+                ) from None
 
     def note(self) -> str:
         """What the sweep costs a ZeroGPU visitor ("" elsewhere)."""

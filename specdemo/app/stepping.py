@@ -1,9 +1,9 @@
 """The step-through: one speculative round at a time on a growing context, explained.
 
-``step`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
+``next_round`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
 ``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
-whole vocabulary where the round ended, the very rows the acceptance rule judged. ``step_rows`` and
-``step_markdown`` turn the round into the table and the three plain-language notes the tab shows.
+whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_rows`` and
+``round_markdown`` turn the round into the table and the three plain-language notes the tab shows.
 """
 
 import contextlib
@@ -16,8 +16,8 @@ from specdemo.app.numbers import prob
 from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
 from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import eos_ids
-from specdemo.records import Round
 from specdemo.render import round_spans
+from specdemo.rounds import Round
 from specdemo.sampling import Verdict, residual
 from specdemo.text import Detokenizer, token_labels, token_text
 
@@ -36,7 +36,7 @@ class StepState:
     context: tuple[int, ...]
     prompt_len: int
     spans: tuple[tuple[str, str], ...] = ()
-    steps: int = 0
+    rounds: int = 0
     finished: bool = False
 
 
@@ -64,7 +64,9 @@ class Microscope:
     q_x: float | None = None
 
 
-def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, Round, Microscope]:
+def next_round(
+    pair, config: RunConfig, state: StepState | None
+) -> tuple[StepState, Round, Microscope]:
     """One speculative round on the current context; a new prompt starts a new context."""
     if state is None or (state.prompt, state.system) != (config.prompt, config.system):
         ids = encode(pair, replace(config, max_new_tokens=STEP_LIMIT))
@@ -74,7 +76,7 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
     if len(state.context) - state.prompt_len + config.k + 1 > STEP_LIMIT:
         raise ValueError(f"Step-through stops after {STEP_LIMIT} new tokens: press Reset.")
     device = pair.target.device
-    generator = make_generator(config.seed * 100_003 + state.steps, device)
+    generator = make_generator(config.seed * 100_003 + state.rounds, device)
     drafter = make_drafter(
         config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
     )
@@ -99,7 +101,7 @@ def step(pair, config: RunConfig, state: StepState | None) -> tuple[StepState, R
         state,
         context=state.context + tuple(r.tokens),
         spans=state.spans + tuple(spans),
-        steps=state.steps + 1,
+        rounds=state.rounds + 1,
         finished=any(t in eos_ids(pair.target) for t in r.tokens),
     )
     return state, r, scope
@@ -152,7 +154,7 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None)
     )
 
 
-def step_rows(r: Round, tokenizer) -> list[list]:
+def round_rows(r: Round, tokenizer) -> list[list]:
     """One row per draft position, then the target's own token (columns: STEP_COLUMNS)."""
     rows = []
     for i, token in enumerate(r.draft):
@@ -174,7 +176,7 @@ def step_rows(r: Round, tokenizer) -> list[list]:
     return rows
 
 
-def step_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str]:
+def round_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str]:
     """Plain-language notes on the round's three phases: draft, verify, accept/reject."""
 
     def tok(token: int) -> str:

@@ -15,15 +15,7 @@ from specdemo.app.config import (
 )
 from specdemo.app.session import RESULT_COLUMNS
 from specdemo.app.stepping import STEP_COLUMNS
-from specdemo.app.style import (  # noqa: F401 (launch(theme=ui.THEME, css=ui.CSS))
-    CSS,
-    EXACT_INTRO,
-    INTRO,
-    LARGE_TEXT_JS,
-    SPEC_COLORS,
-    STEP_INTRO,
-    THEME,
-)
+from specdemo.app.style import EXACT_INTRO, SPEC_COLORS, STEP_INTRO
 from specdemo.defaults import default_drafter
 from specdemo.models.pairs import resolve_device
 from specdemo.render import COLORS
@@ -122,7 +114,7 @@ def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict
             False,
             label="Fresh run",
             info="Measure again: otherwise a run already measured here with the same prompt, "
-            "settings and seed is replayed, with its recorded timings",
+            "settings and seed is replayed, with its measured timings",
             elem_id="fresh-run",
         )
     with gr.Row(equal_height=True):

@@ -42,7 +42,7 @@ def build(pair) -> gr.Blocks:
         info = gr.Markdown(
             "" if preparing else handlers.model_markdown(pair.summary), elem_id="model-info"
         )
-        with gr.Column(visible=not preparing) as tabs:
+        with gr.Column(visible=not preparing, elem_id="tabs") as tabs:
             session = gr.State(Session(), delete_callback=discard)
             with gr.Tab("Generate"):
                 tab = generate_tab(first, examples, default_sweep_note(pair, first))
@@ -71,27 +71,29 @@ def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> Non
     then the tabs and the model line; a failure stays on the panel."""
     panel = gr.Markdown(preparation.markdown(), elem_id="preparing")
     timer = gr.Timer(1.0)
-
-    def refresh():
-        if preparation.ready:
-            return (
-                handlers.model_markdown(preparation.pair.summary),
-                gr.Markdown(visible=False),
-                gr.Column(visible=True),
-                gr.Timer(active=False),
-            )
-        stop = gr.Timer(active=False) if preparation.failed else gr.skip()
-        return gr.skip(), preparation.markdown(), gr.skip(), stop
-
     gr.on(
         [app.load, timer.tick],
-        refresh,
+        functools.partial(poll, preparation),
         None,
         [info, panel, tabs, timer],
         show_progress="hidden",
         concurrency_limit=None,
         api_visibility="private",
     )
+
+
+def poll(preparation: Preparation) -> tuple:
+    """One poll of the page (model line, panel, tabs, timer): the panel until `preparation` is
+    ready, then the tabs and the model line, and the timer stops; a failure stays on the panel."""
+    if preparation.ready:
+        return (
+            handlers.model_markdown(preparation.pair.summary),
+            gr.Markdown(visible=False),
+            gr.Column(visible=True),
+            gr.Timer(active=False),
+        )
+    stop = gr.Timer(active=False) if preparation.failed else gr.skip()
+    return gr.skip(), preparation.markdown(), gr.skip(), stop
 
 
 def wire(pair, generate: dict, exact: dict, step: dict) -> None:

@@ -86,15 +86,15 @@ def run_step(pair, request: Step, state) -> list:
     """One step-through round after the context in `state` (``handlers.STEP_OUTPUTS``)."""
     config = request.config
     with user_errors():
-        state, r, scope = stepping.step(pair, config, state)
+        state, r, scope = stepping.next_round(pair, config, state)
     tokenizer = pair.tokenizer
     return [
         list(state.spans),
-        *stepping.step_markdown(r, tokenizer, config),
-        stepping.step_rows(r, tokenizer),
+        *stepping.round_markdown(r, tokenizer, config),
+        stepping.round_rows(r, tokenizer),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
         *microscope.figures(scope),
-        f"**Round {state.steps}:** {microscope.markdown(scope, r, tokenizer)}",
+        f"**Round {state.rounds}:** {microscope.markdown(scope, r, tokenizer)}",
         state,
     ]
 

@@ -46,7 +46,7 @@ class GGUFSpec:
             raise ValueError(f"filename must be a bare *.gguf name, got {self.filename!r}")
         if self.size <= 0 or self.n_parts <= 0:
             raise ValueError("size and n_parts must be positive")
-        if len(self.sha256) != 64 or any(c not in "0123456789abcdef" for c in self.sha256):
+        if len(self.sha256) != 64 or any(ch not in "0123456789abcdef" for ch in self.sha256):
             raise ValueError(f"sha256 must be 64 lowercase hex digits, got {self.sha256!r}")
 
     def module(self, i: int) -> str:

@@ -1,15 +1,15 @@
-"""records.py: a Round built from a proposal and a verdict, and the Stats that count rounds."""
+"""rounds.py: a Round built from a proposal and a verdict, and the Stats that count rounds."""
 
 import torch
 
 from specdemo.drafters import Proposal
-from specdemo.records import Round, Stats
+from specdemo.rounds import Round, Stats
 from specdemo.sampling import Verdict
 
 
-def round_of(draft, n_accepted, next_token=9, steps=None, source="model", k_asked=None):
-    proposal = Proposal(torch.tensor(draft), None, steps=len(draft) if steps is None else steps,
-                        source=source)  # fmt: skip
+def round_of(draft, n_accepted, next_token=9, draft_steps=None, source="model", k_asked=None):
+    steps = len(draft) if draft_steps is None else draft_steps
+    proposal = Proposal(torch.tensor(draft), None, draft_steps=steps, source=source)
     next_dist = torch.zeros(10)
     next_dist[next_token] = 1.0
     verdict = Verdict(n_accepted, next_token, [0.5] * len(draft), [0.4] * len(draft),
@@ -20,7 +20,7 @@ def round_of(draft, n_accepted, next_token=9, steps=None, source="model", k_aske
 
 
 def test_a_round_is_built_from_its_proposal_and_verdict():
-    r = round_of([4, 5, 6], 1, source="lookup", steps=0)
+    r = round_of([4, 5, 6], 1, source="lookup", draft_steps=0)
     assert (r.k, r.n_accepted, r.rejected, r.bonus) == (3, 1, 5, False)
     assert (r.draft_steps, r.source, r.residual_top) == (0, "lookup", [(9, 1.0)])
     assert r.tokens == [4, 9] and (r.draft_time, r.verify_time) == (0.01, 0.02)

@@ -51,7 +51,7 @@ class Round:
             tokens=tokens,
             draft_time=draft_time,
             verify_time=verify_time,
-            draft_steps=proposal.steps,
+            draft_steps=proposal.draft_steps,
             finished=finished,
             k_asked=k_asked,
             source=proposal.source,
