@@ -13,7 +13,6 @@ except ImportError:
 
 from specdemo import models
 from specdemo.app import preparing, ui
-from specdemo.app.config import SESSIONS_KEPT
 
 if __name__ == "__main__":
     preparation = preparing.Preparation(console=models.ProgressBars())
@@ -22,4 +21,5 @@ if __name__ == "__main__":
     else:
         preparation.start()
     # Gradio keeps each session's outputs (~0.4 MB) until this many newer sessions push them out.
-    ui.build(preparation).launch(theme=ui.THEME, css=ui.CSS, state_session_capacity=SESSIONS_KEPT)
+    app = ui.build(preparation)
+    app.launch(theme=ui.THEME, css=ui.CSS, state_session_capacity=ui.SESSIONS_KEPT)

@@ -7,16 +7,8 @@ import pytest
 import torch
 from conftest import ToyLM
 
-from specdemo.app.config import (
-    DEFAULTS,
-    DRAFTERS,
-    MAX_PROMPT_CHARS,
-    encode,
-    load_examples,
-    parse_grid,
-    parse_run,
-    parse_samples,
-)
+from specdemo.app.config import encode, parse_grid, parse_run, parse_samples
+from specdemo.app.settings import DEFAULTS, DRAFTERS, MAX_PROMPT_CHARS, load_examples
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
 from specdemo.drafters import make_drafter
 from specdemo.models import build_tiny_tokenizer

@@ -11,7 +11,8 @@ import pytest
 from test_app_config import PROMPT
 
 from specdemo.app import gpu, handlers, replay, requests, work
-from specdemo.app.config import LIMITS, RunConfig, parse_run
+from specdemo.app.config import RunConfig, parse_run
+from specdemo.app.settings import LIMITS
 
 
 def race(prompt_tokens: int = 20, **settings) -> requests.Race:
@@ -269,7 +270,7 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
     import re
     from pathlib import Path
 
-    from specdemo.app.config import EXACT_DEFAULTS, SWEEP_DEFAULTS
+    from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
 
     install = Path(__file__).resolve().parents[1].joinpath("docs/INSTALL.md").read_text()
     quotas = install[install.index("**Quotas.**") : install.index("**Versions ZeroGPU accepts**")]

@@ -1,59 +1,19 @@
-"""The app's settings and their validation: raw widget or API values in, a checked config out.
+"""The app's validation: raw widget or API values in, a checked config out.
 
 Anything that fails raises a ValueError whose message is meant for the user as it stands (the
-handlers show it in the browser or return it to the API client). Widget ranges and starting
-values live here too, so the sliders and the checks cannot disagree.
+handlers show it in the browser or return it to the API client). The ranges checked are the
+widgets' own (``settings.LIMITS``), so the sliders and the checks cannot disagree.
 """
 
-import json
 import math
 import numbers
 import unicodedata
 from dataclasses import dataclass
-from importlib.resources import files
 
+from specdemo.app.settings import DEFAULTS, DRAFTERS, LIMITS, MAX_PROMPT_CHARS, MAX_SWEEP_CELLS
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
-
-DATA = files("specdemo") / "data"  # shipped inside the package, so any install finds it
-
-# Widget ranges; the same bounds are enforced on values that arrive through the API.
-LIMITS = {
-    "k": (1, 16),
-    "temperature": (0.0, 2.0),
-    "top_k": (0, 200),  # 0 means off
-    "max_new_tokens": (1, 1024),
-    "seed": (0, 2**32 - 1),
-    "n": (100, 100_000),
-}
-# The library's defaults as widget values: a widget has no None, so top_p = 1.0 and top_k = 0 say
-# "off" (parse_run maps them back). `n` is the app's own: the exactness tab's sample count.
-# K is a slider and an "Auto K" box: auto_k says whether K is chosen per round, k is the fixed K.
-DEFAULTS = {
-    **LIBRARY_DEFAULTS,
-    "k": 5 if LIBRARY_DEFAULTS["k"] == "auto" else LIBRARY_DEFAULTS["k"],
-    "auto_k": LIBRARY_DEFAULTS["k"] == "auto",
-    "top_p": LIBRARY_DEFAULTS["top_p"] or 1.0,
-    "top_k": LIBRARY_DEFAULTS["top_k"] or 0,
-    "n": 20_000,
-}
-# The other tabs start where their lesson shows best: sampling at T = 1; K = 4 to step through.
-EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0, "rule": EXACT.name}
-STEP_DEFAULTS = {**DEFAULTS, "k": 4, "temperature": 1.0}
-SWEEP_DEFAULTS = {"ks": (1, 2, 4, "auto"), "temperatures": (0.0, 1.0)}
-DRAFTERS = {
-    "model": "Draft model",
-    "lookup": "Prompt lookup",
-    "hybrid": "Hybrid: lookup, else draft model",
-}
-MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # refuse before tokenizing megabytes
-MAX_SWEEP_CELLS = 64
-# Sessions whose state Gradio keeps in memory, for launch(state_session_capacity=...): each holds
-# every component's config and last value (about 0.4 MB on the tiny pair), and without a cap
-# Gradio keeps 10,000, closed ones included, so memory grows with every visitor. Past the cap the
-# least recently used session is dropped, its runs with it; a workshop room fits well inside.
-SESSIONS_KEPT = 128
 
 
 @dataclass(frozen=True)
@@ -200,16 +160,6 @@ def encode(pair, config: RunConfig) -> list[int]:
             f"fit the model's context of {room:,} tokens: shorten it or lower max new tokens."
         )
     return ids
-
-
-def load_examples() -> list[dict]:
-    """Example prompts from specdemo/data/prompts.json: label, prompt, drafter. Empty when
-    missing."""
-    try:
-        examples = json.loads((DATA / "prompts.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    return [e for e in examples if e.get("prompt") and e.get("drafter", "model") in DRAFTERS]
 
 
 def _number(name: str, value, integer: bool = False) -> int | float:

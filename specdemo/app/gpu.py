@@ -20,9 +20,9 @@ import os
 import pickle
 
 from specdemo import models
-from specdemo.app.config import LIMITS
 from specdemo.app.exactness import GREEDY_CHECK_TOKENS
 from specdemo.app.joint import BATCH, EXACT_FIRSTS
+from specdemo.app.settings import LIMITS
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import expected_tokens_per_pass
 

@@ -25,10 +25,11 @@ from specdemo.app import (
     session_charts,
     work,
 )
-from specdemo.app.config import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS, parse_flag
+from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
 from specdemo.app.run_record import RunRecord
 from specdemo.app.session import Session, export, results_table
+from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
 
 CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"

@@ -11,19 +11,14 @@ import uuid
 from dataclasses import dataclass, replace
 
 from specdemo.app import gpu
-from specdemo.app.config import (
+from specdemo.app.config import RunConfig, encode, parse_grid, parse_rule, parse_run, parse_samples
+from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
     EXACT_DEFAULTS,
     LIMITS,
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
-    RunConfig,
-    encode,
-    parse_grid,
-    parse_rule,
-    parse_run,
-    parse_samples,
 )
 from specdemo.sampling import AcceptanceRule
 

@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdemo.app.config import DRAFTERS
 from specdemo.app.replay import SweepPlan
 from specdemo.app.run_record import RunRecord
+from specdemo.app.settings import DRAFTERS
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
 # the run's measured α per draft (kept / judged: drafts after a rejection are never judged) and

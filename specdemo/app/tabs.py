@@ -5,7 +5,8 @@
 import gradio as gr
 
 from specdemo.app import charts, comparison, costs, handlers, microscope, session_charts
-from specdemo.app.config import (
+from specdemo.app.session import RESULT_COLUMNS
+from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
     EXACT_DEFAULTS,
@@ -13,7 +14,6 @@ from specdemo.app.config import (
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
 )
-from specdemo.app.session import RESULT_COLUMNS
 from specdemo.app.stepping import STEP_COLUMNS
 from specdemo.app.style import EXACT_INTRO, SPEC_COLORS, STEP_INTRO
 from specdemo.defaults import default_drafter

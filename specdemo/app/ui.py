@@ -13,14 +13,19 @@ import inspect
 import gradio as gr
 
 from specdemo.app import gpu, handlers, requests, work
-from specdemo.app.config import load_examples
 from specdemo.app.preparing import Preparation
 from specdemo.app.session import Session, discard
+from specdemo.app.settings import load_examples
 from specdemo.app.style import CSS, INTRO, LARGE_TEXT_JS, THEME
 from specdemo.app.tabs import exact_tab, generate_tab, step_tab
 
-__all__ = ["CSS", "QUEUE_SIZE", "THEME", "build"]  # launch(theme=THEME, css=CSS)
+__all__ = ["CSS", "QUEUE_SIZE", "SESSIONS_KEPT", "THEME", "build"]  # for launch()
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
+# Sessions whose state Gradio keeps in memory, for launch(state_session_capacity=...): each holds
+# every component's config and last value (about 0.4 MB on the tiny pair), and without a cap
+# Gradio keeps 10,000, closed ones included, so memory grows with every visitor. Past the cap the
+# least recently used session is dropped, its runs with it; a workshop room fits well inside.
+SESSIONS_KEPT = 128
 
 
 # ---------------------------------------------------------------- components
@@ -97,78 +102,64 @@ def poll(preparation: Preparation) -> tuple:
 
 
 def wire(pair, generate: dict, exact: dict, step: dict) -> None:
-    """Each button to its handler with the pair bound, inputs and outputs picked by name."""
-    # On a shared device model work takes one queue slot, so each run is timed alone; on ZeroGPU
-    # every call gets a GPU of its own, so calls run at once. preprocess=False hands the values to
-    # config.parse_run as sent, so an API call outside the sliders' limits gets a message naming
-    # the field.
-    slots = None if gpu.limited() else 1
-    model = {"concurrency_id": "model", "concurrency_limit": slots, "preprocess": False}
-    work.tasks(pair)  # the GPU functions, wrapped before launch as ZeroGPU requires
-
-    def event(button, handler, widgets, outputs, api_name, trigger="click", progress="full"):
-        return getattr(button, trigger)(
-            functools.partial(handler, pair),
-            _inputs(handler, widgets),
-            [widgets[name] for name in outputs],
-            api_name=api_name,
-            show_progress=progress,
-            **model,
-        )
-
-    # Timed runs show Gradio's "minimal" progress (runtime and queue): the race streams its own
-    # tokens and a sweep reports its cells in its own line. The spinner and dimming that "full"
-    # lays over every output keep a browser on the same machine busy while the runs are timed on
-    # its cores: headless Chromium's renderer worked 14.9 s of a 41 s race with "full", 7.7 s of
-    # a 30 s race with "minimal" (2 cores).
-    runs = [
-        event(
-            generate["run"],
-            handlers.generate,
-            generate,
-            handlers.GENERATE_OUTPUTS,
-            "generate",
-            progress="minimal",
-        ),
-        event(
-            generate["sweep"],
-            handlers.sweep,
-            generate,
-            handlers.SWEEP_OUTPUTS,
-            "sweep",
-            progress="minimal",
-        ),
-    ]
-
-    # A sweep runs one cell per queued event: the tick a cell leaves queues the next cell, so a
-    # run asked for meanwhile takes the model between two cells.
-    runs.append(
-        event(
-            generate["sweep_tick"],
-            handlers.sweep_next,
-            generate,
-            handlers.SWEEP_OUTPUTS,
-            "sweep_next",
-            trigger="change",
-            progress="minimal",
-        )
-    )
-    generate["stop"].click(None, cancels=runs, api_visibility="private")
-    generate["show_rejected"].change(
-        handlers.toggle_rejected,
-        [generate["show_rejected"], generate["session"]],
-        generate["spec_pane"],
-        concurrency_limit=None,
-        api_visibility="private",
-    )
-    event(exact["check"], handlers.exactness, exact, handlers.EXACTNESS_OUTPUTS, "exactness")
-    event(step["step"], handlers.step, step, handlers.STEP_OUTPUTS, "step")
+    """Each tab's buttons to their handlers with the pair bound, inputs and outputs picked by
+    name; the GPU functions are wrapped first, before launch, as ZeroGPU requires."""
+    work.tasks(pair)
+    wire_generate(pair, generate)
+    model_event(pair, exact["check"], handlers.exactness, exact, handlers.EXACTNESS_OUTPUTS)
+    model_event(pair, step["step"], handlers.step, step, handlers.STEP_OUTPUTS)
     step["reset"].click(
         handlers.reset_step,
         None,
         [step[name] for name in handlers.STEP_OUTPUTS],
         api_name="reset_step",
         concurrency_limit=None,
+    )
+
+
+def wire_generate(pair, tab: dict) -> None:
+    """The Generate tab: the race, the sweep one cell per event, Stop, and the rejected drafts'
+    toggle.
+
+    Timed runs show Gradio's "minimal" progress (runtime and queue): the race streams its own
+    tokens and a sweep reports its cells in its own line. The spinner and dimming that "full"
+    lays over every output keep a browser on the same machine busy while the runs are timed on
+    its cores (docs/BENCHMARKS.md, "The cost note with a browser beside the app")."""
+    runs = [
+        model_event(pair, tab["run"], handlers.generate, tab, handlers.GENERATE_OUTPUTS,
+                    progress="minimal"),
+        model_event(pair, tab["sweep"], handlers.sweep, tab, handlers.SWEEP_OUTPUTS,
+                    progress="minimal"),
+        # The tick a cell leaves queues the next cell, so a run asked for meanwhile takes the
+        # model between two cells.
+        model_event(pair, tab["sweep_tick"], handlers.sweep_next, tab, handlers.SWEEP_OUTPUTS,
+                    trigger="change", progress="minimal"),
+    ]  # fmt: skip
+    tab["stop"].click(None, cancels=runs, api_visibility="private")
+    tab["show_rejected"].change(
+        handlers.toggle_rejected,
+        [tab["show_rejected"], tab["session"]],
+        tab["spec_pane"],
+        concurrency_limit=None,
+        api_visibility="private",
+    )
+
+
+def model_event(pair, button, handler, widgets: dict, outputs, trigger="click", progress="full"):
+    """`button`'s `trigger` runs `handler` with the pair bound, as the API endpoint named after
+    the handler. On a shared device model work takes one queue slot, so each run is timed alone;
+    on ZeroGPU every call gets a GPU of its own, so calls run at once. preprocess=False hands the
+    values to ``config`` as sent, so an API call outside the sliders' limits gets a message
+    naming the field."""
+    return getattr(button, trigger)(
+        functools.partial(handler, pair),
+        _inputs(handler, widgets),
+        [widgets[name] for name in outputs],
+        api_name=handler.__name__,
+        show_progress=progress,
+        concurrency_id="model",
+        concurrency_limit=None if gpu.limited() else 1,
+        preprocess=False,
     )
 
 
