@@ -101,8 +101,8 @@ def _float_model(spec: ModelSpec, cache, progress):
         return build_tiny_model(spec.tiny, tokenizer), tokenizer
     path, _ = assemble_gguf(spec.gguf, cache_root(cache) / "gguf", progress)
     folder, name = path.parent, path.name
-    # For qwen2, transformers parses the GGUF metadata (151k tokens and merges) in Python: ~10 s a
-    # time. Reading the config once and passing it on saves the parse that AutoModel and
+    # For qwen2, transformers parses the GGUF metadata (151k tokens and merges) in Python, slowly
+    # (docs/MODELS.md). Reading the config once and passing it on saves the parse that AutoModel and
     # AutoTokenizer would each repeat; PreTrainedTokenizerFast reads the file with the fast reader.
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, gguf_file=name)

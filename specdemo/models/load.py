@@ -295,8 +295,8 @@ def _from_pretrained(
     elif precision == "4bit":  # a cached bnb checkpoint, its quantization_config in config.json
         import_bitsandbytes()
         # On CPU, bnb repacks every 4-bit weight at its first forward. A memory-mapped checkpoint
-        # stays mapped behind the repacked copy (+1.2 GB RSS for the default pair); reading it
-        # into memory costs ~1.5 s once and keeps the pair under 2.5 GB.
+        # would stay mapped behind the repacked copy; reading it into memory instead costs a
+        # little load time (docs/MODELS.md, "Trade-off: disable_mmap=True").
         kwargs = {"disable_mmap": device == "cpu"}
     else:
         kwargs = {"dtype": dtype}
