@@ -20,15 +20,13 @@ from specdemo.sampling import (
     EXACT,
     AcceptanceRule,
     SamplingConfig,
-    Verdict,
     check_tokens,
     logits_to_probs,
     next_token,
     resolve_rule,
-    verify,
-    verify_greedy,
 )
 from specdemo.theory import StepCosts
+from specdemo.verify import Verdict, verify, verify_greedy
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
 

@@ -36,7 +36,7 @@ class Round:
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
                k_asked: int, draft_time: float, verify_time: float) -> "Round":  # fmt: skip
         """The round a drafter's ``Proposal`` (whose tokens are `draft`) and the rule's
-        ``sampling.Verdict`` on it make, emitting `tokens`."""
+        ``verify.Verdict`` on it make, emitting `tokens`."""
         from specdemo.sampling import top_tokens
 
         return cls(

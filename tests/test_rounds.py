@@ -4,7 +4,7 @@ import torch
 
 from specdemo.drafters import Proposal
 from specdemo.rounds import Round, Stats
-from specdemo.sampling import Verdict
+from specdemo.verify import Verdict
 
 
 def round_of(draft, n_accepted, next_token=9, draft_steps=None, source="model", k_asked=None):

@@ -23,11 +23,11 @@ from specdemo.sampling import (
     RULES,
     AcceptanceRule,
     SamplingConfig,
-    first_token_samples,
     logits_to_probs,
     pad_vocab,
 )
 from specdemo.text import token_labels, token_text
+from specdemo.verify import first_token_samples
 
 GREEDY_CHECK_TOKENS = 64
 # A top-two logit margin below this is a near-tie: batched and one-token arithmetic can round it

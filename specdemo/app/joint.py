@@ -1,6 +1,6 @@
 """Exactness beyond the first token: the joint distribution of the first two new tokens.
 
-Each draw runs the engine's rounds through ``sampling.verify_many``: round one drafts from the
+Each draw runs the engine's rounds through ``verify.verify_many``: round one drafts from the
 prompt as a drafter does (a second draft from q(· | first draft) when K ≥ 2) and is judged
 against p; at K = 1 a kept draft earns the bonus from p(· | first). A draw whose round kept no
 draft has its second token from a fresh round drafting after its resampled first token. Draws
@@ -24,9 +24,9 @@ from specdemo.sampling import (
     draft_tokens,
     logits_to_probs,
     pad_vocab,
-    verify_many,
 )
 from specdemo.text import token_text
+from specdemo.verify import verify_many
 
 BATCH = 64  # first tokens per batched forward pass
 EXACT_FIRSTS = 8  # the most likely first tokens always get their second-token p, drawn or not

@@ -18,8 +18,9 @@ from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import eos_ids
 from specdemo.render import round_spans
 from specdemo.rounds import Round
-from specdemo.sampling import Verdict, residual
+from specdemo.sampling import residual
 from specdemo.text import Detokenizer, token_labels, token_text
+from specdemo.verify import Verdict
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
 TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar
