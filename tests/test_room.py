@@ -58,9 +58,9 @@ def test_an_identical_request_is_replayed_without_a_forward_pass(pair):
     assert again["spec_pane"] == first["spec_pane"] and again["target_pane"] == first["target_pane"]
     assert "replayed from a run measured at" in again["comparison"].lower()
     measured, replayed = session.runs
-    assert not measured["replayed"] and replayed["replayed"]
+    assert not measured.replayed and replayed.replayed
     timings = ("spec_seconds", "target_seconds", "speedup", "t_step", "t_draft")
-    assert all(replayed[name] == measured[name] for name in timings)  # the stored figures
+    assert all(getattr(replayed, t) == getattr(measured, t) for t in timings)  # stored figures
     with forward_passes(pair) as passes:
         _, fresh = race(pair, session, fresh=True)
     assert passes["target"] > 0 and passes["draft"] > 0
@@ -74,12 +74,12 @@ def test_the_target_alone_is_measured_once_across_k(pair):
     with forward_passes(pair) as passes:
         _, other = race(pair, session, k=4)
     first, second = session.runs
-    assert passes["target"] == second["spec_target_passes"]  # the speculative run's own passes
-    assert second["target_seconds"] == first["target_seconds"] and not second["replayed"]
+    assert passes["target"] == second.spec_target_passes  # the speculative run's own passes
+    assert second.target_seconds == first.target_seconds and not second.replayed
     assert "Target alone: the run measured at" in other["comparison"]
 
 
-def test_the_record_keeps_only_the_most_recent_runs():
+def test_the_store_keeps_only_the_most_recent_runs():
     store = replay.Store(size=3)
     for key in range(5):
         store.put(key, [key])
