@@ -62,7 +62,7 @@ def test_installed_package_runs_its_cli_from_another_folder(installed, tmp_path)
 def test_installed_package_loads_its_example_and_bench_prompts(installed, tmp_path):
     code = (
         "import json, specdemo\n"
-        "from specdemo.app.config import load_examples\n"
+        "from specdemo.app.settings import load_examples\n"
         "from specdemo.bench import PROMPTS_FILE\n"
         "sets = json.loads(PROMPTS_FILE.read_text(encoding='utf-8'))\n"
         "print(json.dumps({'file': specdemo.__file__, 'examples': load_examples(), "
