@@ -1,8 +1,8 @@
 """The session's figures, one panel each: every run's share of drafts kept and its speedup
 against K, the speedup beside two curves (the textbook's and the one predicted from costs
 measured on this machine); where each run's time went; and how often each draft position was
-kept. ``RunRecord``s in, a
-``go.Figure`` out (``costs`` does the numbers; the look follows ``charts``).
+kept. ``RunRecord``s in, a ``go.Figure`` out (``costs`` does the numbers; the look follows
+``charts``).
 
 A colour is a group of runs (a temperature, and drafter), the same in every figure; a line's style
 says what the line is, named once in grey in the legend (KEYS).
