@@ -199,7 +199,7 @@ def tiny_pair(device: str):
     """The tiny pair, quantised on the CPU into the conversion cache and loaded on `device`."""
     from specdemo.models import load_pair
 
-    return load_pair("tiny", precision="4bit", device=device)
+    return load_pair("tiny", precision="nf4", device=device)
 
 
 def check_tiny_pair(run: Run) -> list[Outcome]:
@@ -212,7 +212,7 @@ def check_tiny_pair(run: Run) -> list[Outcome]:
 
     pair = tiny_pair(run.device)
     s, problems = pair.summary, []
-    if s.precision != "4bit":
+    if s.precision != "nf4":
         problems.append(f"ran {s.precision}: {s.note}")
     if not any(isinstance(m, bnb.nn.Linear4bit) for m in pair.target.modules()):
         problems.append("the target has no 4-bit layer")

@@ -62,7 +62,7 @@ def test_greedy_check_finds_the_tiny_pair_identical(pair):
     assert check.identical and check.n_tokens > 0
     assert "identical" in exactness.greedy_markdown(check, 4, "fp32")
     parted = exactness.GreedyCheck(False, 10, 3, "a", "b", 0.001)
-    assert "part at new token 4" in exactness.greedy_markdown(parted, 4, "4bit")
+    assert "part at new token 4" in exactness.greedy_markdown(parted, 4, "4-bit int4 (torch)")
 
 
 def test_the_first_two_tokens_follow_the_exact_joint(pair):

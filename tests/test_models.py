@@ -226,8 +226,9 @@ PRECISIONS = [
     "fp32",
     "bf16",
     pytest.param(
-        "4bit", marks=pytest.mark.skipif(not bitsandbytes_works(), reason="no bitsandbytes")
+        "nf4", marks=pytest.mark.skipif(not bitsandbytes_works(), reason="no bitsandbytes")
     ),
+    "int4",
 ]
 
 
@@ -260,8 +261,8 @@ def test_tiny_pair_loads_in_each_precision_with_finite_logits(tiny_cache, precis
             for p in models.build_tiny_model(models.TINY_TARGET, pair.tokenizer).parameters()
         )
     )
-    assert s.dtype == {"fp32": "float32", "bf16": "bfloat16", "4bit": "bfloat16"}[precision]
-    bytes_per_param = {"fp32": 4, "bf16": 2, "4bit": 2}[precision]  # 4bit: bf16 embeddings
+    assert s.dtype == ("float32" if precision == "fp32" else "bfloat16")
+    bytes_per_param = 4 if precision == "fp32" else 2  # 4-bit: bf16 embeddings
     assert 0 < s.target_bytes <= 1.01 * bytes_per_param * s.target_params
     assert s.load_seconds > 0
     ids = pair.tokenizer("def is_prime(n):", return_tensors="pt").input_ids
@@ -304,13 +305,17 @@ def t4(monkeypatch):
 def test_on_a_t4_the_nf4_layers_dequantise_and_compute_in_float16(tiny_cache, t4):
     """A multi-token pass multiplies by the weight dequantised to `quant_state.dtype`: on a T4
     that is float16 as well as the compute dtype, and the summary names fp16, not bf16."""
-    pair = models.load_pair("tiny", precision="4bit", device="cpu", cache=tiny_cache)
+    pair = models.load_pair("tiny", precision="nf4", device="cpu", cache=tiny_cache)
     for model in (pair.target, pair.draft):
         nf4 = [m for m in model.modules() if hasattr(m, "compute_dtype")]
         assert nf4 and {m.compute_dtype for m in nf4} == {torch.float16}
         assert {m.weight.quant_state.dtype for m in nf4} == {torch.float16}
     s = pair.summary
-    assert (s.precision, s.dtype, s.label) == ("4bit", "float16", "4-bit NF4, fp16 compute")
+    assert (s.precision, s.dtype, s.label) == (
+        "nf4",
+        "float16",
+        "4-bit NF4 (bitsandbytes), fp16 compute",
+    )
     ids = pair.tokenizer("def is_prime(n):", return_tensors="pt").input_ids
     with torch.no_grad():
         assert torch.isfinite(pair.target(ids).logits).all()
@@ -330,9 +335,9 @@ def test_a_4bit_model_that_fails_to_load_falls_back_to_16_bit_and_says_why(tmp_p
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(AutoModelForCausalLM, "from_pretrained", no_4bit_kernels)
-        pair = models.load_pair("tiny", precision="4bit", device="cpu", cache=tmp_path)
+        pair = models.load_pair("tiny", precision="nf4", device="cpu", cache=tmp_path)
     s = pair.summary
-    assert (s.precision, s.requested, s.dtype, s.label) == ("bf16", "4bit", "float16", "fp16")
+    assert (s.precision, s.requested, s.dtype, s.label) == ("bf16", "nf4", "float16", "fp16")
     assert s.note == (
         "4-bit unavailable here (bitsandbytes: tiny-target failed to load in 4-bit: "
         "RuntimeError: CUDA error: no kernel image is available): running fp16"
@@ -353,14 +358,16 @@ def test_a_4bit_load_on_cuda_falls_back_when_the_gpu_probe_fails(monkeypatch):
 
     monkeypatch.setattr(load, "four_bit_problem", probe)
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    assert load.running_precision("4bit", "cpu") == ("4bit", "")
+    monkeypatch.setattr(load, "fused_nf4", lambda: True)
+    assert load.running_precision("nf4", "cpu") == ("nf4", "", "")
     assert load.running_precision("4bit", "cuda", torch.float16) == (
         "bf16",
         f"4-bit unavailable here (bitsandbytes: {problem}): running fp16",
+        "",
     )
     assert probed[-1] == ("cuda", torch.float16)
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    assert load.running_precision("4bit", "cuda") == ("4bit", "")
+    assert load.running_precision("4bit", "cuda") == ("nf4", "", "")
 
 
 def test_tiny_pair_warm_load_is_fast_and_says_warm(tiny, tiny_cache):

@@ -16,6 +16,7 @@ import torch
 from specdemo import models
 from specdemo.app.handlers import model_markdown
 from specdemo.models import load
+from specdemo.models.kernels import KernelChoice
 from specdemo.models.pairs import fallback_precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,13 +100,16 @@ def test_pyproject_declares_what_requirements_txt_lists():
 NO_KERNELS = "RuntimeError: no 4-bit kernels for this platform"
 
 
-def test_4bit_falls_back_to_bf16_only_when_bitsandbytes_has_a_problem():
-    assert fallback_precision("4bit", None) == ("4bit", "")
+def test_4bit_falls_back_to_bf16_only_when_its_kernel_has_a_problem():
+    assert fallback_precision("nf4", None) == ("nf4", "")
     assert fallback_precision("bf16", NO_KERNELS) == ("bf16", "")
     assert fallback_precision("fp32", NO_KERNELS) == ("fp32", "")
-    precision, note = fallback_precision("4bit", NO_KERNELS)
+    precision, note = fallback_precision("nf4", NO_KERNELS)
     assert precision == "bf16"
     assert note == f"4-bit unavailable here (bitsandbytes: {NO_KERNELS}): running bf16"
+    assert fallback_precision("int4", NO_KERNELS)[1] == (
+        f"4-bit unavailable here (torch int4: {NO_KERNELS}): running bf16"
+    )
 
 
 def test_probe_names_a_missing_bitsandbytes(monkeypatch):
@@ -129,9 +133,14 @@ def test_probe_names_a_kernel_that_fails_to_run(monkeypatch):
     assert problem == "RuntimeError: no kernel image is available"
 
 
+NO_CHOICE = KernelChoice("", {}, {"nf4": NO_KERNELS, "int4": NO_KERNELS}, "default", False)
+
+
 @pytest.fixture
 def no_4bit(monkeypatch):
+    """Neither bitsandbytes nor torch's int4 kernel runs here."""
     monkeypatch.setattr(load, "four_bit_problem", lambda: NO_KERNELS)
+    monkeypatch.setattr(load, "choose_kernel", lambda: NO_CHOICE)
     monkeypatch.delenv("SPECDEMO_PRECISION", raising=False)
     monkeypatch.delenv("SPECDEMO_PAIR", raising=False)
 
@@ -146,7 +155,8 @@ def test_pair_asked_for_in_4bit_loads_in_bf16_and_says_why(no_4bit, tmp_path):
         assert not any(hasattr(m, "quant_state") for m in model.parameters())
     header = model_markdown(s)
     assert "**Precision** bf16" in header
-    assert f"4-bit unavailable here (bitsandbytes: {NO_KERNELS}): running bf16" in header
+    assert f"4-bit unavailable here ({NO_CHOICE.problem}): running bf16" in header
+    assert NO_CHOICE.problem == f"bitsandbytes NF4: {NO_KERNELS}; torch int4: {NO_KERNELS}"
 
 
 def test_pair_loaded_as_asked_has_no_note(no_4bit, tmp_path):

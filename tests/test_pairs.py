@@ -9,6 +9,7 @@ from conftest import tiny_model
 
 from specdemo import models
 from specdemo.models import load, pairs
+from specdemo.models.int4 import Int4Linear
 
 pytestmark = pytest.mark.usefixtures("clean_model_env")
 
@@ -150,8 +151,9 @@ def bitsandbytes_works() -> bool:
     [
         "fp32",
         pytest.param(
-            "4bit", marks=pytest.mark.skipif(not bitsandbytes_works(), reason="no 4-bit here")
+            "nf4", marks=pytest.mark.skipif(not bitsandbytes_works(), reason="no 4-bit here")
         ),
+        "int4",
     ],
 )
 def test_a_hub_format_pair_loads_from_local_folders(
@@ -168,10 +170,11 @@ def test_a_hub_format_pair_loads_from_local_folders(
         models.PAIRS[models.GPU_DEFAULT_PAIR].target.name,
         "Qwen2.5-Coder-0.5B-Instruct",
     )
-    dtype = {"fp32": "float32", "4bit": "bfloat16"}[precision]
+    dtype = "float32" if precision == "fp32" else "bfloat16"
     assert (s.precision, s.device, s.dtype, s.note) == (precision, "cpu", dtype, "")
-    quantised = any(hasattr(p, "quant_state") for p in pair.target.parameters())
-    assert quantised == (precision == "4bit")
+    nf4 = any(hasattr(p, "quant_state") for p in pair.target.parameters())
+    int4 = any(isinstance(m, Int4Linear) for m in pair.target.modules())
+    assert (nf4, int4) == (precision == "nf4", precision == "int4")
     assert not list(tmp_path.iterdir())  # hub models load directly, nothing is cached
     ids = pair.tokenizer(models.TINY_TEXT[:40], return_tensors="pt").input_ids
     with torch.no_grad():

@@ -210,14 +210,16 @@ def reset_step() -> list:
 
 
 def model_markdown(summary) -> str:
-    """The loaded pair in one line: names, sizes, precision, device, load time, and why the
-    precision running is not the one asked for, when it is not."""
+    """The loaded pair in one line: names, sizes, precision, device, load time, why its 4-bit
+    kernel runs, and why the precision running is not the one asked for, when it is not."""
     s = summary
     return (
         f"**Target** {s.target_name} ({_params(s.target_params)}) · "
         f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · "
-        f"**Precision** {s.label} · **Device** {s.device} · pair `{s.pair}`, "
-        f"loaded in {s.load_seconds:.1f} s" + (f" · ⚠ {s.note}" if s.note else "")
+        f"**Precision** {s.label}"
+        + (f": {s.kernel_note}" if s.kernel_note else "")
+        + f" · **Device** {s.device} · pair `{s.pair}`, loaded in {s.load_seconds:.1f} s"
+        + (f" · ⚠ {s.note}" if s.note else "")
     )
 
 

@@ -1,8 +1,9 @@
 """The conversion cache: each packaged or tiny model converted once and saved under `cache_root()`.
 
-`cached_model` returns the folder of a model converted for a precision (NF4 via bitsandbytes, or
-float), building it when absent: the GGUF is dequantised, the duplicate embedding re-tied, the EOS
-ids fixed, and the folder renamed into place under a cross-process lock, marker written last.
+`cached_model` returns the folder of a model converted for a precision (NF4 via bitsandbytes,
+int4 packed for this CPU's vector width, or float), building it when absent: the GGUF is
+dequantised, the duplicate embedding re-tied, the EOS ids fixed, and the folder renamed into
+place under a cross-process lock, marker written last.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from specdemo.models import int4
 from specdemo.models.gguf import assemble_gguf, read_json, write_json
 from specdemo.models.pairs import END_TOKENS, PAD_TOKEN, ModelSpec, cache_root
 from specdemo.models.progress import Progress, report
@@ -48,8 +50,11 @@ def model_key(spec: ModelSpec) -> str:
 
 
 def stored_kind(precision: str) -> str:
-    """Cached checkpoints are 4-bit or float; bf16 and fp32 both load from the float one."""
-    return "4bit" if precision == "4bit" else "float"
+    """Cached checkpoints are NF4 ("4bit"), int4 packed for one vector width ("int4-avx2"), or
+    float; bf16 and fp32 both load from the float one."""
+    if precision == "int4":
+        return f"int4-{int4.isa()}"  # the packed layout depends on it (`int4`)
+    return "4bit" if precision == "nf4" else "float"
 
 
 def cached_model(
@@ -80,6 +85,8 @@ def cached_model(
             model, tokenizer = _float_model(spec, cache, progress)
             if kind == "4bit":
                 model = quantize(model)
+            elif kind.startswith("int4"):
+                model = int4.quantize(model)
             fix_generation_config(model, tokenizer)
             model.save_pretrained(partial)
             tokenizer.save_pretrained(partial)

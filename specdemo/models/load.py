@@ -2,8 +2,9 @@
 
 Packaged and tiny models load from the conversion cache (built on first use, or ahead of time by
 `prepare`); hub ids and folders load directly. `check_tokenizers` refuses a pair whose draft would
-propose token ids that mean something else, or nothing, to the target. Where bitsandbytes cannot
-run 4-bit (`four_bit_problem`) or a 4-bit model fails to load, a pair asked for in 4-bit loads
+propose token ids that mean something else, or nothing, to the target. "4bit" runs NF4 on a GPU
+and, on a CPU, the 4-bit kernel the probe measures fastest (`kernels.choose_kernel`). Where a
+4-bit kernel cannot run (`four_bit_problem`) or a 4-bit model fails to load, the pair loads
 16-bit (bf16; fp16 on a GPU without bf16); where a device's default hub pair fails to load, the
 embedded pair loads instead; either way the summary says why.
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 import torch
 
 from specdemo.lm import vocab_size
+from specdemo.models import int4
 from specdemo.models.convert import (
     bnb_config,
     cached_model,
@@ -27,7 +29,9 @@ from specdemo.models.convert import (
     quiet_transformers,
     release_freed_memory,
 )
+from specdemo.models.kernels import choose_kernel, fused_nf4
 from specdemo.models.pairs import (
+    FOUR_BIT,
     LoadedPair,
     LoadSummary,
     ModelSpec,
@@ -54,7 +58,7 @@ def prepare(
     cache: str | os.PathLike | None = None,
 ) -> list[Path]:
     """Build every cache the pair needs at `precision`, so the next load is warm; returns them."""
-    spec, (precision, _) = resolve_pair_spec(name), running_precision(precision)
+    spec, (precision, *_) = resolve_pair_spec(name), running_precision(precision, progress=progress)
     return [
         cached_model(m, precision, cache, progress)[0]
         for m in (spec.target, spec.draft)
@@ -95,7 +99,7 @@ def load_pair(
     if loaded is None:  # outside the except block, so the failed load is freed first
         release_freed_memory()
         loaded = _load_checked(spec, requested, device, half, cache, progress)
-    target_model, draft_model, tokenizer, precision, note, cold = loaded
+    target_model, draft_model, tokenizer, precision, note, kernel_note, cold = loaded
     dtype = torch.float32 if precision == "fp32" else half
     for model in (target_model, draft_model):
         fix_generation_config(model, tokenizer)
@@ -114,24 +118,71 @@ def load_pair(
         dtype=str(dtype).removeprefix("torch."),
         requested="" if requested == precision else requested,
         note="; ".join(n for n in (pair_note, note) if n),
+        kernel_note=kernel_note,
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
 
 
 def running_precision(
-    precision: str | None = None, device: str = "cpu", dtype: torch.dtype = torch.bfloat16
-) -> tuple[str, str]:
-    """The precision a load on `device` computing in `dtype` runs at (see
-    `pairs.fallback_precision`) and the note that says why when it is not the one asked for;
-    None: env or default. A 4-bit load on CUDA also needs the GPU's own probe to pass; on
-    ZeroGPU no GPU is lent at load time, so only the CPU is probed."""
+    precision: str | None = None,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    progress: Progress | None = None,
+) -> tuple[str, str, str]:
+    """(the precision a load on `device` computing in `dtype` runs at, the note that says why when
+    it is not the one asked for (see `pairs.fallback_precision`), the note that says why its
+    4-bit kernel runs); None: env or default.
+
+    "4bit" on a CPU runs the kernel `kernels.choose_kernel` measures fastest, a stage of its
+    own; on CUDA, NF4. A 4-bit load on CUDA also needs the GPU's own probe to pass; on ZeroGPU
+    no GPU is lent at load time, so only the CPU is probed. Apple's GPU runs 16-bit: neither
+    4-bit kernel has an MPS path here.
+    """
     precision = resolve_precision(precision)
+    if device.startswith("mps") and precision in ("4bit", *FOUR_BIT):
+        why = "no 4-bit kernel runs on Apple's GPU (MPS) here"
+        if precision == "4bit":
+            return "bf16", "", f"{why}: 16-bit on the GPU instead (not measured)"
+        return fallback_precision(precision, why, dtype) + ("",)
+    kernel_note = ""
+    if precision == "4bit" and device == "cpu":
+        report(progress, PROBE_STAGE, 0, 1)
+        choice = choose_kernel()
+        report(progress, PROBE_STAGE, 1, 1)
+        if not choice.kernel:
+            return fallback_precision("4bit", choice.problem, dtype) + ("",)
+        precision, kernel_note = choice.kernel, choice.why
+    elif precision == "4bit":
+        precision = "nf4"
     problem = None
-    if precision == "4bit":
+    if precision == "nf4":
         problem = four_bit_problem()
         if problem is None and device.startswith("cuda") and not zero_gpu():
             problem = four_bit_problem(device, dtype)
-    return fallback_precision(precision, problem, dtype)
+        if problem is None and device == "cpu" and not kernel_note and not fused_nf4():
+            kernel_note = (
+                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks: "
+                "every 4-bit layer dequantises its weight on each call (SPECDEMO_PRECISION=4bit "
+                "picks the fastest kernel here)"
+            )
+    elif precision == "int4":
+        problem = int4_problem(device)
+    return fallback_precision(precision, problem, dtype) + (kernel_note,)
+
+
+PROBE_STAGE = "probe 4-bit kernels"
+
+
+@functools.cache
+def int4_problem(device: str = "cpu") -> str | None:
+    """None when torch's int4 kernel runs a small layer on `device`, else why not, in a line."""
+    if device != "cpu":
+        return f"torch's int4 kernel runs on the CPU, not on {device}"
+
+    def layer():
+        return int4.Int4Linear.from_linear(torch.nn.Linear(64, 64, bias=False), 64)
+
+    return layer_problem(layer, "an int4", device, int4.KERNEL_DTYPE)
 
 
 @functools.cache
@@ -143,16 +194,25 @@ def four_bit_problem(device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -
     counts: a missing package (ImportError), a wheel without kernels for this platform or GPU
     (RuntimeError, NotImplementedError) or a native library that fails to load (OSError).
     """
-    try:
+
+    def layer():
         import_bitsandbytes()
         import bitsandbytes as bnb
 
         layer = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=dtype, quant_type="nf4")
-        layer = layer.to(device)  # quantises the weight
+        return layer.to(device)  # quantises the weight
+
+    return layer_problem(layer, "an NF4", device, dtype)
+
+
+def layer_problem(make_layer, name: str, device: str, dtype: torch.dtype) -> str | None:
+    """None when the layer `make_layer` builds gives finite output for a row of ones, else why
+    not, in a line; any exception counts."""
+    try:
         with torch.no_grad():
-            out = layer(torch.ones(1, 64, dtype=dtype, device=device))
+            out = make_layer()(torch.ones(1, 64, dtype=dtype, device=device))
         if not torch.isfinite(out).all():
-            return "an NF4 layer returned non-finite values"
+            return f"{name} layer returned non-finite values"
     except Exception as e:
         return problem_line(e)
     return None
@@ -221,25 +281,30 @@ def warm_up(pair: LoadedPair) -> float:
 
 
 def count_params(model: torch.nn.Module) -> int:
-    """Parameters before quantisation: a bnb 4-bit weight stores two values per byte element."""
+    """Parameters before quantisation: a bnb 4-bit weight stores two values per byte element, and
+    an int4 layer holds its weight and bias as buffers."""
     total = 0
     for p in model.parameters():
         state = getattr(p, "quant_state", None)
         total += math.prod(state.shape) if state is not None else p.numel()
+    for m in model.modules():
+        if isinstance(m, int4.Int4Linear):
+            total += m.in_features * m.out_features + (m.out_features if m.bias is not None else 0)
     return total
 
 
 def _load_checked(
     spec: PairSpec, requested: str, device: str, half: torch.dtype, cache, progress
 ) -> tuple[torch.nn.Module, torch.nn.Module, object, str, str, bool]:
-    """(target, draft, tokenizer, precision, note, cold) of `spec`, its tokenizers checked; a
-    4-bit load that fails runs 16-bit, and `note` says why (see `running_precision`)."""
-    precision, note = running_precision(requested, device, half)
+    """(target, draft, tokenizer, precision, note, kernel note, cold) of `spec`, its tokenizers
+    checked; a 4-bit load that fails runs 16-bit, and `note` says why (see `running_precision`)."""
+    precision, note, kernel_note = running_precision(requested, device, half, progress)
     loaded = None
     try:
         loaded = _load_models(spec, precision, device, half, cache, progress)
     except FourBitLoadError as e:
         precision, note = fallback_precision(precision, str(e), half)
+        kernel_note = ""
     if loaded is None:  # outside the except block, so the failed load is freed first
         loaded = _load_models(spec, precision, device, half, cache, progress)
     target_model, draft_model, cold = loaded
@@ -251,7 +316,7 @@ def _load_checked(
         _load_tokenizer(spec.draft, precision, cache),
         names=(spec.target.name, spec.draft.name),
     )
-    return target_model, draft_model, tokenizer, precision, note, cold
+    return target_model, draft_model, tokenizer, precision, note, kernel_note, cold
 
 
 def _load_models(
@@ -277,7 +342,7 @@ def _load_model(
     try:
         model = _from_pretrained(spec, source, precision, device, dtype)
     except Exception as e:
-        if precision != "4bit":
+        if precision not in FOUR_BIT:
             raise
         # e.g. bitsandbytes without kernels for this GPU, raising as it quantises or moves weights
         raise FourBitLoadError(f"{spec.name} failed to load in 4-bit: {problem_line(e)}") from e
@@ -290,22 +355,26 @@ def _from_pretrained(
 ) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
-    if precision == "4bit" and spec.kind == "hub":
+    if precision == "nf4" and spec.kind == "hub":
         kwargs = {"quantization_config": bnb_config(dtype), "dtype": dtype}
-    elif precision == "4bit":  # a cached bnb checkpoint, its quantization_config in config.json
+    elif precision == "nf4":  # a cached bnb checkpoint, its quantization_config in config.json
         import_bitsandbytes()
         # On CPU, bnb repacks every 4-bit weight at its first forward. A memory-mapped checkpoint
         # would stay mapped behind the repacked copy; reading it into memory instead costs a
         # little load time (docs/MODELS.md, "Trade-off: disable_mmap=True").
         kwargs = {"disable_mmap": device == "cpu"}
-    else:
-        kwargs = {"dtype": dtype}
+    elif precision == "int4" and spec.kind != "hub":  # packed for this CPU (`convert.stored_kind`)
+        return int4.load(Path(source), device)
+    else:  # 16-bit, or a hub model packed to int4 as it loads
+        kwargs = {"dtype": int4.KERNEL_DTYPE if precision == "int4" else dtype}
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(
             source, device_map=device, trust_remote_code=False, **kwargs
         )
-    if precision == "4bit":
+    if precision == "nf4":
         use_compute_dtype(model, dtype)
+    elif precision == "int4":
+        model = int4.quantize(model)
     return model
 
 

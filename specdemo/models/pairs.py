@@ -15,8 +15,11 @@ from pathlib import Path
 
 import torch
 
-PRECISIONS = ("4bit", "bf16", "fp32")
-DEVICES = ("auto", "cpu", "cuda")
+# "4bit" asks for the fastest 4-bit kernel here (`load.running_precision`): NF4 through
+# bitsandbytes on a GPU, on a CPU whichever of FOUR_BIT the probe measures faster (`kernels`).
+PRECISIONS = ("4bit", "nf4", "int4", "bf16", "fp32")
+FOUR_BIT = ("nf4", "int4")
+DEVICES = ("auto", "cpu", "cuda", "mps")
 DEFAULT_PAIR = "qwen-coder"  # embedded, offline: the default on CPU or without the Hub
 GPU_DEFAULT_PAIR = "qwen-coder-14b"  # the default on CUDA with the Hub in reach
 DEFAULT_PRECISION = "4bit"
@@ -133,7 +136,7 @@ class LoadSummary:
     draft_name: str
     target_params: int
     draft_params: int
-    precision: str  # what runs; differs from `requested` only after a fallback
+    precision: str  # what runs: "nf4", "int4", "bf16" or "fp32"
     device: str
     target_bytes: int
     draft_bytes: int
@@ -142,15 +145,21 @@ class LoadSummary:
     dtype: str = ""  # what the models compute in: "bfloat16", "float16" or "float32"
     requested: str = ""  # the precision asked for; "" when it is `precision`
     note: str = ""  # why `pair` or `precision` is not the one asked for, in a line
+    kernel_note: str = ""  # why this 4-bit kernel runs, from what was measured here
 
     @property
     def label(self) -> str:
-        """The precision as it runs, for people: "4-bit NF4, fp16 compute", "fp16", "fp32"; a
-        16-bit pair is named by the dtype it computes in (bf16 runs as fp16 on a T4)."""
+        """The precision as it runs, for people: "4-bit NF4 (bitsandbytes), fp16 compute",
+        "4-bit int4 (torch), bf16 compute", "fp16", "fp32"; a 16-bit pair is named by the dtype
+        it computes in (bf16 runs as fp16 on a T4)."""
         dtype = short_dtype(self.dtype) if self.dtype else ""
-        if self.precision == "4bit":
-            return f"4-bit NF4, {dtype} compute" if dtype else "4-bit NF4"
+        if self.precision in FOUR_BIT:
+            name = KERNEL_LABELS[self.precision]
+            return f"{name}, {dtype} compute" if dtype else name
         return dtype or self.precision
+
+
+KERNEL_LABELS = {"nf4": "4-bit NF4 (bitsandbytes)", "int4": "4-bit int4 (torch)"}
 
 
 @dataclass(frozen=True)
@@ -278,20 +287,25 @@ def fallback_pair_spec(
 def resolve_precision(precision: str | None = None) -> str:
     precision = precision or os.environ.get(ENV_PRECISION) or DEFAULT_PRECISION
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)}")
+        raise ValueError(
+            f"unknown precision {precision!r}; choose one of: {', '.join(PRECISIONS)} "
+            "(4bit: the fastest 4-bit kernel here; nf4: bitsandbytes; int4: torch, CPU only)"
+        )
     return precision
 
 
 def fallback_precision(
     precision: str, four_bit_problem: str | None, dtype: torch.dtype = torch.bfloat16
 ) -> tuple[str, str]:
-    """The precision that runs, and a note when it is not `precision`: 4-bit needs bitsandbytes
-    working on this machine, and without it (`four_bit_problem` says why) the pair runs 16-bit
-    in `dtype` (see `compute_dtype`), the dtype the 4-bit layers would compute in anyway."""
-    if precision != "4bit" or four_bit_problem is None:
+    """The precision that runs, and a note when it is not `precision`: a 4-bit precision needs
+    its kernel working on this machine, and without it (`four_bit_problem` says why) the pair
+    runs 16-bit in `dtype` (see `compute_dtype`), the dtype the 4-bit layers would compute in
+    anyway. "4bit" is the automatic choice, its problem naming every kernel that was tried."""
+    if precision not in ("4bit", *FOUR_BIT) or four_bit_problem is None:
         return precision, ""
     running = short_dtype(str(dtype).removeprefix("torch."))
-    return "bf16", f"4-bit unavailable here (bitsandbytes: {four_bit_problem}): running {running}"
+    library = {"nf4": "bitsandbytes: ", "int4": "torch int4: "}.get(precision, "")
+    return "bf16", f"4-bit unavailable here ({library}{four_bit_problem}): running {running}"
 
 
 def short_dtype(name: str) -> str:
@@ -300,7 +314,7 @@ def short_dtype(name: str) -> str:
 
 
 def resolve_device(device: str | None = None) -> str:
-    """'cpu' or 'cuda'; 'auto' takes CUDA when torch sees it."""
+    """'cpu', 'cuda' or 'mps'; 'auto' takes CUDA when torch sees it, else Apple's GPU (MPS)."""
     device = device or os.environ.get(ENV_DEVICE) or "auto"
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}; choose one of: {', '.join(DEVICES)}")
@@ -308,20 +322,27 @@ def resolve_device(device: str | None = None) -> str:
         # A ZeroGPU Space lends its GPU only inside spaces.GPU calls. Once `spaces` is imported
         # (app.py does it first), torch reports a CUDA device at start-up and models loaded to
         # "cuda" stay in CPU memory until a GPU call, which moves them onto the GPU it is lent.
-        return "cuda" if zero_gpu() or torch.cuda.is_available() else "cpu"
+        if zero_gpu() or torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ValueError("device 'mps' was asked for, but torch sees no Apple GPU (MPS)")
     return device
 
 
 def compute_dtype(device: str, capability: tuple[int, int] | None = None) -> torch.dtype:
     """The half-precision dtype models compute in on `device`: bfloat16, except float16 on a CUDA
-    GPU of compute capability below 8.0 (a T4 is 7.5), which has no bfloat16 arithmetic.
+    GPU of compute capability below 8.0 (a T4 is 7.5), which has no bfloat16 arithmetic, and on
+    Apple's GPU (MPS), where bfloat16 needs macOS 14 and float16 runs on every version.
 
     `capability` is the GPU's (major, minor); None (not known, e.g. on ZeroGPU before `spaces`
     is imported) takes bfloat16, as every GPU ZeroGPU lends does (H200: 9.0). CPUs keep bfloat16.
     """
     if str(device).startswith("cuda") and capability is not None and tuple(capability) < (8, 0):
+        return torch.float16
+    if str(device).startswith("mps"):
         return torch.float16
     return torch.bfloat16
 

@@ -1,0 +1,144 @@
+"""Which 4-bit kernel runs a pair on this CPU, chosen by measurement (`choose_kernel`).
+
+The candidates are bitsandbytes NF4 when its fused CPU kernel is registered (bitsandbytes
+registers it only on CPUs with AVX512-BF16; elsewhere each layer dequantises its whole weight on
+every call) and torch's int4 kernel (`int4.py`, vectorised for AVX2 and AVX512). Each runs one
+layer of the embedded target's MLP width, a step's row and a verify's rows, the candidates taking
+turns; the fastest wins, with ties going to NF4, the format a GPU runs. NF4 without its fused
+kernel is timed too, so the page can say what it would have cost.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from specdemo.models import int4
+
+PROBE_SHAPE = (1536, 8960)  # (in, out): the embedded target's MLP up projection
+PROBE_ROWS = (1, 4)  # a plain step and the verify of K = 3
+PROBE_REPEATS = 7
+# A challenger must beat NF4 by this factor: on AVX512-BF16 the two are within noise of each
+# other (docs/BENCHMARKS.md, "Which 4-bit kernel"), and the choice should not flip run to run.
+MARGIN = 1.25
+NAMES = {"nf4": "bitsandbytes NF4", "int4": "torch int4", "nf4-unfused": "bitsandbytes NF4"}
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """What the probe found: `kernel` ("nf4", "int4", or "" when no 4-bit kernel runs here),
+    `seconds` per candidate for one probe layer (the mean of its PROBE_ROWS passes; "nf4-unfused"
+    is NF4 without its fused kernel), `problems` per candidate that could not run, and `why`, the
+    sentence the page shows."""
+
+    kernel: str
+    seconds: dict[str, float]
+    problems: dict[str, str]
+    isa: str
+    fused_nf4: bool
+
+    @property
+    def problem(self) -> str:
+        """Why each candidate that could not run did not, in a line."""
+        return "; ".join(f"{NAMES[k]}: {p}" for k, p in self.problems.items())
+
+    @property
+    def why(self) -> str:
+        shape = f"{PROBE_SHAPE[0]}×{PROBE_SHAPE[1]}"
+        if not self.kernel:
+            return f"no 4-bit kernel runs on this CPU ({self.problem})"
+        ms = {k: f"{s * 1e3:.2f} ms" for k, s in self.seconds.items()}
+        if self.kernel == "int4" and not self.fused_nf4:
+            slower = self.seconds.get("nf4-unfused", 0) / self.seconds["int4"]
+            nf4 = f", NF4 {ms['nf4-unfused']} ({slower:.1f}× slower)" if "nf4-unfused" in ms else ""
+            return (
+                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks "
+                f"(measured here on a {shape} layer: torch int4 {ms['int4']}{nf4})"
+            )
+        other = "int4" if self.kernel == "nf4" else "nf4"
+        if other not in ms:
+            return f"the only 4-bit kernel that runs here ({NAMES[self.kernel]}: {ms[self.kernel]})"
+        ratio = self.seconds[other] / self.seconds[self.kernel]
+        verdict = (
+            f"{ratio:.1f}× faster than {NAMES[other]}"
+            if ratio >= MARGIN
+            else f"within {MARGIN:.2f}× of {NAMES[other]}, so the format a GPU runs"
+        )
+        return (
+            f"{NAMES[self.kernel]} is {verdict} (measured here on a {shape} layer: "
+            f"{ms[self.kernel]} against {ms[other]})"
+        )
+
+
+def fused_nf4() -> bool:
+    """bitsandbytes registered its fused CPU 4-bit kernel (`backends/cpu/ops.py`)."""
+    from specdemo.models.convert import import_bitsandbytes
+
+    try:
+        import_bitsandbytes()
+    except Exception:
+        return False
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has_kernel("bitsandbytes::gemv_4bit", "CPU")
+
+
+@functools.cache
+def choose_kernel() -> KernelChoice:
+    """Time the candidates once per process on this CPU and pick one (see the module doc)."""
+    fused = fused_nf4()
+    layers, problems = {}, {}
+    for name in ("nf4" if fused else "nf4-unfused", "int4"):
+        try:
+            layers[name] = _probe_layer(name)
+        except Exception as e:
+            from specdemo.models.load import problem_line
+
+            problems[name.removesuffix("-unfused")] = problem_line(e)
+    seconds = time_layers(layers)
+    return KernelChoice(pick(seconds, fused), seconds, problems, int4.isa(), fused)
+
+
+def pick(seconds: dict[str, float], fused: bool) -> str:
+    """The kernel to run, from probe `seconds` per candidate (see `choose_kernel`)."""
+    candidates = {k: s for k, s in seconds.items() if k == "int4" or (k == "nf4" and fused)}
+    if not candidates:
+        return ""
+    best = min(candidates, key=candidates.get)
+    if "nf4" in candidates and candidates["nf4"] < MARGIN * candidates[best]:
+        return "nf4"
+    return best
+
+
+@torch.inference_mode()
+def time_layers(layers: dict[str, torch.nn.Module], clock=time.perf_counter) -> dict[str, float]:
+    """Median seconds per layer of one pass, averaged over PROBE_ROWS; the layers take turns, so
+    a machine that slows part-way slows them alike. The first round is a warm-up (bitsandbytes
+    repacks its weight at the first call)."""
+    inputs = {n: torch.randn(1, n, PROBE_SHAPE[0], dtype=torch.bfloat16) for n in PROBE_ROWS}
+    times = {name: [] for name in layers}
+    for _ in range(PROBE_REPEATS + 1):
+        for name, layer in layers.items():
+            start = clock()
+            for x in inputs.values():
+                layer(x)
+            times[name].append((clock() - start) / len(inputs))
+    return {name: statistics.median(t[1:]) for name, t in times.items()}
+
+
+def _probe_layer(name: str) -> torch.nn.Module:
+    weight = torch.randn(PROBE_SHAPE[1], PROBE_SHAPE[0]) * 0.02  # (out, in)
+    if name == "int4":
+        linear = torch.nn.Linear(*PROBE_SHAPE, bias=False)
+        linear.weight.data = weight
+        return int4.Int4Linear.from_linear(linear, int4.group_size(PROBE_SHAPE[0]))
+    import bitsandbytes as bnb
+
+    layer = bnb.nn.Linear4bit(
+        *PROBE_SHAPE, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4"
+    )
+    layer.weight = bnb.nn.Params4bit(weight, requires_grad=False, quant_type="nf4")
+    return layer.to("cpu").eval()  # quantises; eval() lets the fused kernel run
