@@ -2,6 +2,7 @@
 
     python scripts/levers.py [--out docs/bench/levers.json]
     python scripts/levers.py --bf16 [--out docs/bench/levers-bf16.json]
+    python scripts/levers.py --kernels [--out docs/bench/kernels.json]
 
 On the embedded 4-bit pair (or SPECDEMO_PAIR), at a warm 64-token context, median of 9 passes:
   * a KV cache of fixed size (transformers' StaticCache) instead of the growing DynamicCache;
@@ -9,7 +10,9 @@ On the embedded 4-bit pair (or SPECDEMO_PAIR), at a warm 64-token context, media
   * the draft's output layer cut to its first N vocabulary rows: step time, and how often the
     draft's argmax still equals the target's greedy token on the code prompts (teacher-forced);
   * torch threads: the step times with 1 thread beside the default;
-  * --bf16 alone: the same steps with both models in bfloat16 instead of 4-bit, side by side.
+  * --bf16 alone: the same steps with both models in bfloat16 instead of 4-bit, side by side;
+  * --kernels alone: the steps and target passes of 1-5 tokens on each 4-bit kernel (NF4, int4),
+    side by side; under scripts/as_laptop.sh, as on an AVX2 laptop.
 Prints a table and writes JSON. Every tensor is built on its model's device, and every time
 comes from ``lm.Stopwatch``, which synchronises a CUDA device around each pass.
 """
@@ -87,19 +90,26 @@ def agreement(pair, rows_list, n_new=48) -> dict:
     return {rows: hits[rows] / total for rows in rows_list}
 
 
-def precisions(out: Path) -> int:
-    """The draft step and target passes of 1 and 5 tokens, in bf16 and in 4-bit, alternating."""
-    results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__}
-    for precision in ("bf16", "4bit", "bf16", "4bit"):
+def precisions(out: Path, names=("bf16", "4bit"), widths=(1, 5)) -> int:
+    """The draft step and target passes of `widths` tokens in each of `names`, alternating."""
+    results: dict = {
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu": torch.backends.cpu.get_cpu_capability(),
+    }
+    for precision in (*names, *names):
         pair = load_pair(precision=precision)
         warm_up(pair)
+        results.setdefault("kernel notes", {})[precision] = pair.summary.kernel_note
         context = synthetic_context(pair.target, pair.draft)
         steps = {
             "draft step, 32k head": step_time(
                 pair.draft, context, 1, head=cut_head(pair.draft, 32768)
             ),
-            "target 1 token": step_time(pair.target, context, 1),
-            "target 5 tokens": step_time(pair.target, context, 5),
+            **{
+                f"target {n} token{'s' * (n > 1)}": step_time(pair.target, context, n)
+                for n in widths
+            },
         }
         for name, seconds in steps.items():
             key = f"{name}, {precision} (ms)"
@@ -115,9 +125,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None)
     parser.add_argument("--bf16", action="store_true", help="bf16 against 4-bit, and nothing else")
+    parser.add_argument("--kernels", action="store_true", help="NF4 against int4, 1-5 tokens")
     args = parser.parse_args()
     if args.bf16:
         return precisions(Path(args.out or "docs/bench/levers-bf16.json"))
+    if args.kernels:
+        out = Path(args.out or "docs/bench/kernels.json")
+        return precisions(out, ("nf4", "int4"), (1, 2, 4, 5))
     args.out = args.out or "docs/bench/levers.json"
     pair = load_pair()
     target, draft = pair.target, pair.draft

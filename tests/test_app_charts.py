@@ -90,6 +90,20 @@ def test_the_note_quotes_the_measured_verify_cost_and_both_peaks():
     assert "15% of their time" in note and "reach 80% of the speedup predicted" in note
 
 
+def test_a_jump_in_the_verify_cost_is_named_with_the_alpha_it_takes_to_pay():
+    """Blocks of 4 rows, as torch's int4 kernel on AVX2: 2-4 tokens cost 1.2-1.4 steps and 5
+    tokens 2.8; the sentence quotes both figures and what the predicted curve says of the wider
+    K, and a smooth profile gets no such sentence."""
+    verify = [0.012, 0.013, 0.014, 0.028, 0.029, 0.030, 0.031, 0.042]  # k = 1..8, step 10 ms
+    run = replace(RUN, k=3, cost_t_verify=tuple(verify))
+    note = costs.cost_note([run])
+    assert "checking 5 tokens costs 2.80 target steps but 4 tokens only 1.40" in note
+    alphas = [a / 100 for a in range(101)]
+    assert all(run.costs.speedup(a, 4) <= run.costs.speedup(a, 3) for a in alphas)
+    assert "so K = 4 never pays more than K = 3" in note
+    assert "in a jump" not in costs.cost_note([RUN])
+
+
 def test_the_note_speaks_of_the_latest_runs_settings_and_a_free_lookup_draft():
     runs = [RUN, replace(RUN, drafter="lookup", k="auto", cost_t_draft=0.0)]
     note = costs.cost_note(runs)

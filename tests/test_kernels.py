@@ -212,7 +212,9 @@ def test_speculative_samples_follow_p_on_every_kernel(kernel_pair):
     config = parse_run(PROMPT, k=4, temperature=1.0)
     ids = encode(kernel_pair, config)
     ex = exactness.measure(kernel_pair, config, 20_000)
-    pairs_ = joint.measure_pairs(kernel_pair, ids, config.sampling, 20_000, make_generator(0, "cpu"))
+    pairs_ = joint.measure_pairs(
+        kernel_pair, ids, config.sampling, 20_000, make_generator(0, "cpu")
+    )
     assert ex.p_value_speculative > 1e-3 and pairs_.p_value_speculative > 1e-3
     wrong = RULES["resample-from-p"]
     bad = exactness.measure(kernel_pair, config, 20_000, rule=wrong)

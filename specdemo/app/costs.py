@@ -8,6 +8,7 @@ computed from those numbers, why the two differ; ``position_counts`` is how ofte
 position was kept (``RunRecord.time_split``: where a run's time went).
 """
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
@@ -120,7 +121,40 @@ def cost_note(runs: list[RunRecord]) -> str:
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
-    return note + layers_sentence(runs[-1]) + overhead_sentence(group) + load_note(runs[-1])
+    return (
+        note
+        + jump_sentence(curve.costs)
+        + layers_sentence(runs[-1])
+        + overhead_sentence(group)
+        + load_note(runs[-1])
+    )
+
+
+JUMP = 0.5  # target steps: a verify one token wider costing this much more is a jump
+
+
+def jump_sentence(costs) -> str:
+    """Where the profile's verify cost jumps from one width to the next (torch's int4 kernel
+    takes rows in blocks of 4, so 5 tokens cost far more than 4): the widest such jump as
+    measured, and the acceptance rate α above which the wider K still pays more, from the
+    predicted speedups; "" where the cost rises smoothly."""
+    ks = sorted(costs.t_verify)
+    rises = [(costs.verify_cost(b) - costs.verify_cost(a), a, b) for a, b in itertools.pairwise(ks)]
+    rise, a, b = max(rises, default=(0.0, 0, 0))
+    if rise < JUMP:
+        return ""
+    grid = [i / 100 for i in range(101)]
+    wider = next((x for x in grid if costs.speedup(x, b) > costs.speedup(x, a)), None)
+    verdict = (
+        f"K = {b} pays more than K = {a} only when α ≥ {wider:.2f}"
+        if wider is not None
+        else f"K = {b} never pays more than K = {a}"
+    )
+    return (
+        f" On this machine checking {b + 1} tokens costs {costs.verify_cost(b):.2f} target "
+        f"steps but {a + 1} tokens only {costs.verify_cost(a):.2f}: the cost rises in a jump, so "
+        f"{verdict}, and automatic K weighs exactly this."
+    )
 
 
 def layers_sentence(run: RunRecord) -> str:
