@@ -69,16 +69,20 @@ def drop_last(cache, n: int) -> None:
 
 
 class Stopwatch:
-    """Lap times on `device`, synchronised so that queued GPU work is counted where it ran."""
+    """Lap times on `device`, synchronised so that queued GPU work (CUDA, or Apple's MPS) is
+    counted where it ran."""
 
     def __init__(self, device):
-        self.cuda = torch.device(device).type == "cuda"
+        kind = torch.device(device).type
+        self.cuda, self.mps = kind == "cuda", kind == "mps"
         self.device = device
         self.last = self.start = self.now()
 
     def now(self) -> float:
         if self.cuda:
             torch.cuda.synchronize(self.device)
+        elif self.mps:
+            torch.mps.synchronize()
         return time.perf_counter()
 
     def lap(self) -> float:

@@ -54,3 +54,11 @@ def test_stopwatch_laps_add_up_to_its_total():
     laps = [clock.lap() for _ in range(3)]
     assert all(t >= 0 for t in laps) and sum(laps) <= clock.total()
     assert not clock.cuda
+
+
+def test_a_stopwatch_on_apple_silicon_waits_for_the_mps_queue(monkeypatch):
+    waits = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: waits.append("mps"))
+    clock = lm.Stopwatch("mps")
+    clock.lap()
+    assert clock.mps and not clock.cuda and waits == ["mps", "mps"]
