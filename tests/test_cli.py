@@ -27,6 +27,21 @@ def test_generate_json_reports_tokens_text_and_stats(capsys):
     assert out["models"]["pair"] == "tiny"
 
 
+def test_generate_json_says_which_4bit_kernel_runs_and_why(capsys):
+    four_bit = ["--pair", "tiny", "--precision", "4bit", "--device", "cpu"]
+    assert cli.main(["generate", "def f():", "--max-new-tokens", "4", "--json", *four_bit]) == 0
+    models = json.loads(capsys.readouterr().out)["models"]
+    assert models["precision"] in ("nf4", "int4") and models["requested"] == "4bit"
+    assert "measured here" in models["kernel_note"]
+
+
+def test_a_precision_that_does_not_exist_names_the_choices(capsys, monkeypatch):
+    monkeypatch.setenv("SPECDEMO_PRECISION", "int3")
+    assert cli.main(["generate", "x", "--pair", "tiny", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown precision 'int3'; choose one of: 4bit, nf4, int4, bf16, fp32" in error
+
+
 def test_generate_streams_plain_text_and_a_summary_line(capsys):
     code = cli.main(
         ["generate", "Write a function.", "--k", "3", "--temperature", "0", "--max-new-tokens",

@@ -16,6 +16,7 @@ from conftest import tiny_model
 
 from specdemo import models
 from specdemo.models import GGUFSpec, convert, gguf, load
+from specdemo.models.kernels import choose_kernel
 
 pytestmark = pytest.mark.usefixtures("clean_model_env")
 
@@ -523,7 +524,8 @@ def test_progress_on_a_terminal_draws_a_bar_per_stage_and_closes_it():
 
 @pytest.fixture(scope="module")
 def default_pair():
-    """The default pair in 4-bit on CPU; the first run converts it (minutes), later ones seconds."""
+    """The default pair in 4-bit on CPU, on the kernel the probe picks here; the first run
+    converts it (minutes), later ones seconds."""
     return models.load_pair("qwen-coder", precision="4bit", device="cpu")
 
 
@@ -547,7 +549,8 @@ def test_default_pair_writes_a_python_function(default_pair):
 @pytest.mark.real_model
 def test_default_pair_summary_and_eos_ids(default_pair):
     s = default_pair.summary
-    assert (s.pair, s.precision, s.device) == ("qwen-coder", "4bit", "cpu")
+    assert (s.pair, s.requested, s.device) == ("qwen-coder", "4bit", "cpu")
+    assert s.precision == choose_kernel().kernel and s.kernel_note == choose_kernel().why
     assert 1.4e9 < s.target_params < 1.8e9 and 4e8 < s.draft_params < 6.5e8
     assert s.target_bytes + s.draft_bytes < 3 * 2**30
     ends = {default_pair.tokenizer.convert_tokens_to_ids(t) for t in models.END_TOKENS}

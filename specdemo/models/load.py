@@ -57,8 +57,10 @@ def prepare(
     *,
     cache: str | os.PathLike | None = None,
 ) -> list[Path]:
-    """Build every cache the pair needs at `precision`, so the next load is warm; returns them."""
-    spec, (precision, *_) = resolve_pair_spec(name), running_precision(precision, progress=progress)
+    """Build every cache the pair needs at `precision` for this machine's device (on a CPU,
+    "4bit" takes the probe's kernel; on a GPU, NF4), so the next load is warm; returns them."""
+    spec = resolve_pair_spec(name)
+    precision, *_ = running_precision(precision, resolve_device(None), progress=progress)
     return [
         cached_model(m, precision, cache, progress)[0]
         for m in (spec.target, spec.draft)
