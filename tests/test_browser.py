@@ -9,10 +9,12 @@ SPECDEMO_SCREENSHOT_PHONE=path keeps the phone's.
 import itertools
 import os
 import shutil
+import statistics
 import time
 from pathlib import Path
 
 import pytest
+import torch
 from test_app_client import serve_app
 
 from specdemo.render import COLORS
@@ -36,6 +38,18 @@ CHROMIUM_ARGS = [
 ]
 PAIR = os.environ.get("SPECDEMO_PAIR", "tiny")
 DESKTOP = {"width": 1440, "height": 900}
+# A page's wait budget, in tiny-pair target steps as timed here when the module starts: the
+# longest wait (a sweep of 6 cells) takes a few thousand steps, so a busy machine, whose steps
+# are slower, gets a budget as much larger. Never under a minute; the real pair sweeps slowly.
+BUDGET_STEPS = 40_000
+MIN_BUDGET_MS = 60_000
+REAL_PAIR_BUDGET_MS = 900_000
+# The cost note once a run has finished: the app's own signal that the run is recorded. Which of
+# the two it says depends on the step profile, which a busy machine can disturb (app.costs).
+NOTE_DONE = (
+    "['Why the two curves differ', 'The step profile is disturbed']"
+    ".some(s => document.querySelector('#cost-note').innerText.includes(s))"
+)
 PHONE = {"width": 390, "height": 844}
 
 
@@ -52,14 +66,34 @@ def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
     with serve_app(PAIR) as url, sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        browser.url = url
+        browser.url, browser.budget_ms = url, budget_ms()
         yield browser
         browser.close()
 
 
+@torch.inference_mode()
+def budget_ms() -> float:
+    """BUDGET_STEPS tiny-pair target steps as timed now (median of 9 after a warm-up), at
+    least MIN_BUDGET_MS; the real pair gets REAL_PAIR_BUDGET_MS."""
+    if PAIR != "tiny":
+        return REAL_PAIR_BUDGET_MS
+    from specdemo.lm import forward
+    from specdemo.models import load_pair
+
+    target = load_pair("tiny", precision="fp32", device="cpu").target
+    _, cache = forward(target, list(range(64)), None)
+    times = []
+    for _ in range(10):
+        start = time.perf_counter()
+        forward(target, [1], cache)
+        times.append(time.perf_counter() - start)
+        cache.crop(-1)
+    return max(MIN_BUDGET_MS, BUDGET_STEPS * statistics.median(times[1:]) * 1000)
+
+
 def open_page(browser, viewport: dict):
     page = browser.new_page(viewport=viewport)
-    page.set_default_timeout(60_000 if PAIR == "tiny" else 900_000)  # real models sweep slowly
+    page.set_default_timeout(browser.budget_ms)
     page.goto(browser.url)
     page.wait_for_selector("#generate")
     return page
@@ -194,11 +228,12 @@ def test_step_through_zooms_in_on_the_rejected_guess(page):
 
 def test_a_run_explains_its_speedup_with_measured_costs(page):
     page.click("#generate")
-    page.wait_for_function(
-        "document.querySelector('#cost-note').innerText.includes('Why the two curves differ')"
-    )
+    page.wait_for_function(NOTE_DONE)
     note = page.inner_text("#cost-note")
-    assert "target steps on this machine" in note and "textbook" in note
+    if "The step profile is disturbed" in note:  # the load changed while the profile was timed
+        assert "plain steps, which no pass can cost" in note and "Restart the app" in note
+    else:
+        assert "target steps on this machine" in note and "textbook" in note
     speedup = page.locator("#speedup-plot .js-plotly-plot").text_content()
     assert "predicted from measured costs" in speedup and "verify = 1 step" in speedup
     page.wait_for_selector("#time-plot .barlayer .point")
@@ -261,9 +296,7 @@ def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path)
     legend, axis title or note meets another or leaves its plot; at 1440 px the panels sit side
     by side, as clear."""
     phone.click("#generate")
-    phone.wait_for_function(
-        "document.querySelector('#cost-note').innerText.includes('Why the two curves differ')"
-    )
+    phone.wait_for_function(NOTE_DONE)
     phone.wait_for_selector("#positions-plot .scatterlayer .point")
     plots = settled_plots(phone)
     assert {"rounds-plot", *itertools.chain(*SIDE_BY_SIDE)} <= set(plots)
