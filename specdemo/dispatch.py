@@ -247,9 +247,9 @@ def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS) -> list[Pa
 
 def dispatch_report(repeats: int = 3) -> DispatchReport:
     """Measure every depth of `ARCHS` on this machine's CPU, in 4-bit NF4 where bitsandbytes runs
-    (``models.load.four_bit_problem``) so that its wrappers' cost counts, else in bf16; then
+    (``models.kernels.four_bit_problem``) so that its wrappers' cost counts, else in bf16; then
     predict the GPU costs of every registered pair."""
-    from specdemo.models.load import four_bit_problem
+    from specdemo.models.kernels import four_bit_problem
 
     problem = four_bit_problem("cpu")
     depths = sorted({arch.num_hidden_layers for arch in ARCHS.values()})

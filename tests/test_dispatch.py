@@ -10,7 +10,7 @@ import pytest
 
 from specdemo import cli, dispatch
 from specdemo.dispatch import ARCHS, Measured, arch_of, best_k, predict, predict_pair
-from specdemo.models.load import four_bit_problem
+from specdemo.models.kernels import four_bit_problem
 from specdemo.models.pairs import PAIRS, ModelSpec
 from specdemo.theory import StepCosts
 

@@ -14,7 +14,7 @@ import torch
 from specdemo.app import exactness, handlers, joint
 from specdemo.app.config import encode, parse_run
 from specdemo.engine import make_generator
-from specdemo.models import convert, int4, kernels, load, load_pair, pairs
+from specdemo.models import convert, int4, kernels, load_pair, pairs
 from specdemo.models.kernels import KernelChoice
 from specdemo.sampling import RULES
 
@@ -23,7 +23,7 @@ PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def bitsandbytes_works() -> bool:
-    return load.four_bit_problem() is None
+    return kernels.four_bit_problem() is None
 
 
 # ---------------------------------------------------------------- torch's int4 layer
@@ -134,26 +134,26 @@ def test_the_page_says_why_with_the_figures_it_measured():
 
 def test_4bit_on_a_cpu_runs_the_probes_choice_and_says_why(monkeypatch):
     choice = KernelChoice("int4", {"nf4-unfused": 0.030, "int4": 0.006}, {}, "avx2", False)
-    monkeypatch.setattr(load, "choose_kernel", lambda: choice)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: choice)
     stages = []
-    precision, note, why = load.running_precision(
+    precision, note, why = kernels.running_precision(
         "4bit", "cpu", progress=lambda *a: stages.append(a)
     )
     assert (precision, note, why) == ("int4", "", choice.why)
-    assert stages == [(load.PROBE_STAGE, 0, 1), (load.PROBE_STAGE, 1, 1)]
+    assert stages == [(kernels.PROBE_STAGE, 0, 1), (kernels.PROBE_STAGE, 1, 1)]
     # A GPU runs NF4 without a probe.
-    monkeypatch.setattr(load, "four_bit_problem", lambda *a: None)
-    monkeypatch.setattr(load, "choose_kernel", lambda: pytest.fail("probed for a GPU"))
-    assert load.running_precision("4bit", "cuda") == ("nf4", "", "")
+    monkeypatch.setattr(kernels, "four_bit_problem", lambda *a: None)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: pytest.fail("probed for a GPU"))
+    assert kernels.running_precision("4bit", "cuda") == ("nf4", "", "")
 
 
 def test_nf4_asked_for_without_its_fused_kernel_says_what_that_costs(monkeypatch):
-    monkeypatch.setattr(load, "fused_nf4", lambda: False)
-    monkeypatch.setattr(load, "four_bit_problem", lambda *a: None)
-    precision, note, why = load.running_precision("nf4", "cpu")
+    monkeypatch.setattr(kernels, "fused_nf4", lambda: False)
+    monkeypatch.setattr(kernels, "four_bit_problem", lambda *a: None)
+    precision, note, why = kernels.running_precision("nf4", "cpu")
     assert (precision, note) == ("nf4", "")
     assert "needs AVX512-BF16" in why and "dequantises its weight on each call" in why
-    assert load.running_precision("int4", "cuda")[:2] == (
+    assert kernels.running_precision("int4", "cuda")[:2] == (
         "bf16",
         "4-bit unavailable here (torch int4: torch's int4 kernel runs on the CPU, not on cuda): "
         "running bf16",
@@ -173,10 +173,10 @@ def apple(monkeypatch, clean_model_env):
 def test_on_apple_silicon_the_gpu_runs_16_bit_and_says_it_is_not_measured(apple):
     assert pairs.resolve_device() == "mps" and pairs.resolve_device("cpu") == "cpu"
     assert pairs.compute_dtype("mps") == torch.float16
-    precision, note, why = load.running_precision("4bit", "mps", torch.float16)
+    precision, note, why = kernels.running_precision("4bit", "mps", torch.float16)
     assert (precision, note) == ("bf16", "")
     assert "Apple's GPU" in why and "not measured" in why
-    precision, note, _ = load.running_precision("int4", "mps", torch.float16)
+    precision, note, _ = kernels.running_precision("int4", "mps", torch.float16)
     assert precision == "bf16" and note.startswith("4-bit unavailable here") and "fp16" in note
     summary = pairs.LoadSummary("tiny", "t", "d", 1, 1, "bf16", "mps", 2, 2, 0.1, False, "float16")
     assert summary.label == "fp16"

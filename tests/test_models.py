@@ -15,7 +15,7 @@ import torch
 from conftest import tiny_model
 
 from specdemo import models
-from specdemo.models import GGUFSpec, convert, gguf, load
+from specdemo.models import GGUFSpec, convert, gguf, kernels, load
 from specdemo.models.kernels import choose_kernel
 
 pytestmark = pytest.mark.usefixtures("clean_model_env")
@@ -357,18 +357,18 @@ def test_a_4bit_load_on_cuda_falls_back_when_the_gpu_probe_fails(monkeypatch):
         probed.append((device, dtype))
         return problem if device == "cuda" else None
 
-    monkeypatch.setattr(load, "four_bit_problem", probe)
+    monkeypatch.setattr(kernels, "four_bit_problem", probe)
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    monkeypatch.setattr(load, "fused_nf4", lambda: True)
-    assert load.running_precision("nf4", "cpu") == ("nf4", "", "")
-    assert load.running_precision("4bit", "cuda", torch.float16) == (
+    monkeypatch.setattr(kernels, "fused_nf4", lambda: True)
+    assert kernels.running_precision("nf4", "cpu") == ("nf4", "", "")
+    assert kernels.running_precision("4bit", "cuda", torch.float16) == (
         "bf16",
         f"4-bit unavailable here (bitsandbytes: {problem}): running fp16",
         "",
     )
     assert probed[-1] == ("cuda", torch.float16)
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    assert load.running_precision("4bit", "cuda") == ("nf4", "", "")
+    assert kernels.running_precision("4bit", "cuda") == ("nf4", "", "")
 
 
 def test_tiny_pair_warm_load_is_fast_and_says_warm(tiny, tiny_cache):

@@ -15,7 +15,7 @@ import torch
 
 from specdemo import models
 from specdemo.app.handlers import model_markdown
-from specdemo.models import load
+from specdemo.models import kernels, load
 from specdemo.models.kernels import KernelChoice
 from specdemo.models.pairs import fallback_precision
 
@@ -114,7 +114,7 @@ def test_4bit_falls_back_to_bf16_only_when_its_kernel_has_a_problem():
 
 def test_probe_names_a_missing_bitsandbytes(monkeypatch):
     monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # `import bitsandbytes` fails
-    problem = load.four_bit_problem.__wrapped__()  # uncached
+    problem = kernels.four_bit_problem.__wrapped__()  # uncached
     assert problem.startswith("ModuleNotFoundError: ") and "bitsandbytes" in problem
 
 
@@ -129,7 +129,7 @@ def test_probe_names_a_kernel_that_fails_to_run(monkeypatch):
         raise RuntimeError("no kernel image is available\nfor execution on the device")
 
     monkeypatch.setattr(bnb.nn.Linear4bit, "forward", no_kernel)
-    problem = load.four_bit_problem.__wrapped__()
+    problem = kernels.four_bit_problem.__wrapped__()
     assert problem == "RuntimeError: no kernel image is available"
 
 
@@ -139,8 +139,8 @@ NO_CHOICE = KernelChoice("", {}, {"nf4": NO_KERNELS, "int4": NO_KERNELS}, "defau
 @pytest.fixture
 def no_4bit(monkeypatch):
     """Neither bitsandbytes nor torch's int4 kernel runs here."""
-    monkeypatch.setattr(load, "four_bit_problem", lambda: NO_KERNELS)
-    monkeypatch.setattr(load, "choose_kernel", lambda: NO_CHOICE)
+    monkeypatch.setattr(kernels, "four_bit_problem", lambda: NO_KERNELS)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: NO_CHOICE)
     monkeypatch.delenv("SPECDEMO_PRECISION", raising=False)
     monkeypatch.delenv("SPECDEMO_PAIR", raising=False)
 

@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_model
 
 from specdemo import models
-from specdemo.models import load, pairs
+from specdemo.models import kernels, load, pairs
 from specdemo.models.int4 import Int4Linear
 
 pytestmark = pytest.mark.usefixtures("clean_model_env")
@@ -143,7 +143,7 @@ def hub_folders(tmp_path_factory):
 
 
 def bitsandbytes_works() -> bool:
-    return load.four_bit_problem() is None
+    return kernels.four_bit_problem() is None
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Which 4-bit kernel runs a pair on this CPU, chosen by measurement (`choose_kernel`).
+"""Which precision and 4-bit kernel a pair runs at here (`running_precision`): on a CPU, the 4-bit
+kernel chosen by measurement (`choose_kernel`); on a GPU, NF4; each checked to run at all.
 
 The candidates are bitsandbytes NF4 when its fused CPU kernel is registered (bitsandbytes
 registers it only on CPUs with AVX512-BF16; elsewhere each layer dequantises its whole weight on
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 import torch
 
 from specdemo.models import int4
+from specdemo.models.convert import import_bitsandbytes
+from specdemo.models.pairs import FOUR_BIT, fallback_precision, resolve_precision, zero_gpu
+from specdemo.models.progress import Progress, report
 
 PROBE_SHAPE = (1536, 8960)  # (in, out): the embedded target's MLP up projection
 PROBE_ROWS = (1, 4)  # a plain step and the verify of K = 3
@@ -77,8 +81,6 @@ class KernelChoice:
 
 def fused_nf4() -> bool:
     """bitsandbytes registered its fused CPU 4-bit kernel (`backends/cpu/ops.py`)."""
-    from specdemo.models.convert import import_bitsandbytes
-
     try:
         import_bitsandbytes()
     except Exception:
@@ -96,8 +98,6 @@ def choose_kernel() -> KernelChoice:
         try:
             layers[name] = _probe_layer(name)
         except Exception as e:
-            from specdemo.models.load import problem_line
-
             problems[name.removesuffix("-unfused")] = problem_line(e)
     seconds = time_layers(layers)
     return KernelChoice(pick(seconds, fused), seconds, problems, int4.isa(), fused)
@@ -143,3 +143,107 @@ def _probe_layer(name: str) -> torch.nn.Module:
     )
     layer.weight = bnb.nn.Params4bit(weight, requires_grad=False, quant_type="nf4")
     return layer.to("cpu").eval()  # quantises; eval() lets the fused kernel run
+
+
+# ---------------------------------------------------------------- the precision that runs
+
+
+def running_precision(
+    precision: str | None = None,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+    progress: Progress | None = None,
+) -> tuple[str, str, str]:
+    """(the precision a load on `device` computing in `dtype` runs at, the note that says why when
+    it is not the one asked for (see `pairs.fallback_precision`), the note that says why its
+    4-bit kernel runs); None: env or default.
+
+    "4bit" on a CPU runs the kernel `kernels.choose_kernel` measures fastest, a stage of its
+    own; on CUDA, NF4. A 4-bit load on CUDA also needs the GPU's own probe to pass; on ZeroGPU
+    no GPU is lent at load time, so only the CPU is probed. Apple's GPU runs 16-bit: neither
+    4-bit kernel has an MPS path here.
+    """
+    precision = resolve_precision(precision)
+    if device.startswith("mps") and precision in ("4bit", *FOUR_BIT):
+        why = "no 4-bit kernel runs on Apple's GPU (MPS) here"
+        if precision == "4bit":
+            return "bf16", "", f"{why}: 16-bit on the GPU instead (not measured)"
+        return fallback_precision(precision, why, dtype) + ("",)
+    kernel_note = ""
+    if precision == "4bit" and device == "cpu":
+        report(progress, PROBE_STAGE, 0, 1)
+        choice = choose_kernel()
+        report(progress, PROBE_STAGE, 1, 1)
+        if not choice.kernel:
+            return fallback_precision("4bit", choice.problem, dtype) + ("",)
+        precision, kernel_note = choice.kernel, choice.why
+    elif precision == "4bit":
+        precision = "nf4"
+    problem = None
+    if precision == "nf4":
+        problem = four_bit_problem()
+        if problem is None and device.startswith("cuda") and not zero_gpu():
+            problem = four_bit_problem(device, dtype)
+        if problem is None and device == "cpu" and not kernel_note and not fused_nf4():
+            kernel_note = (
+                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks: "
+                "every 4-bit layer dequantises its weight on each call (SPECDEMO_PRECISION=4bit "
+                "picks the fastest kernel here)"
+            )
+    elif precision == "int4":
+        problem = int4_problem(device)
+    return fallback_precision(precision, problem, dtype) + (kernel_note,)
+
+
+PROBE_STAGE = "probe 4-bit kernels"
+
+
+@functools.cache
+def int4_problem(device: str = "cpu") -> str | None:
+    """None when torch's int4 kernel runs a small layer on `device`, else why not, in a line."""
+    if device != "cpu":
+        return f"torch's int4 kernel runs on the CPU, not on {device}"
+
+    def layer():
+        return int4.Int4Linear.from_linear(torch.nn.Linear(64, 64, bias=False), 64)
+
+    return layer_problem(layer, "an int4", device, int4.KERNEL_DTYPE)
+
+
+@functools.cache
+def four_bit_problem(device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> str | None:
+    """None when bitsandbytes runs an NF4 layer computing in `dtype` on `device`, else why not,
+    in a line.
+
+    The CPU is where packaged models are quantised (`convert`), on any device. Any exception
+    counts: a missing package (ImportError), a wheel without kernels for this platform or GPU
+    (RuntimeError, NotImplementedError) or a native library that fails to load (OSError).
+    """
+
+    def layer():
+        import_bitsandbytes()
+        import bitsandbytes as bnb
+
+        layer = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=dtype, quant_type="nf4")
+        return layer.to(device)  # quantises the weight
+
+    return layer_problem(layer, "an NF4", device, dtype)
+
+
+def layer_problem(make_layer, name: str, device: str, dtype: torch.dtype) -> str | None:
+    """None when the layer `make_layer` builds gives finite output for a row of ones, else why
+    not, in a line; any exception counts."""
+    try:
+        with torch.no_grad():
+            out = make_layer()(torch.ones(1, 64, dtype=dtype, device=device))
+        if not torch.isfinite(out).all():
+            return f"{name} layer returned non-finite values"
+    except Exception as e:
+        return problem_line(e)
+    return None
+
+
+def problem_line(e: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    first_line = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first_line}"[:160].rstrip(": ")

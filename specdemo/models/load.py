@@ -11,7 +11,6 @@ embedded pair loads instead; either way the summary says why.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import time
@@ -29,7 +28,7 @@ from specdemo.models.convert import (
     quiet_transformers,
     release_freed_memory,
 )
-from specdemo.models.kernels import choose_kernel, fused_nf4
+from specdemo.models.kernels import problem_line, running_precision
 from specdemo.models.pairs import (
     FOUR_BIT,
     LoadedPair,
@@ -42,7 +41,6 @@ from specdemo.models.pairs import (
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
-    zero_gpu,
 )
 from specdemo.models.progress import Progress, report
 
@@ -123,107 +121,6 @@ def load_pair(
         kernel_note=kernel_note,
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
-
-
-def running_precision(
-    precision: str | None = None,
-    device: str = "cpu",
-    dtype: torch.dtype = torch.bfloat16,
-    progress: Progress | None = None,
-) -> tuple[str, str, str]:
-    """(the precision a load on `device` computing in `dtype` runs at, the note that says why when
-    it is not the one asked for (see `pairs.fallback_precision`), the note that says why its
-    4-bit kernel runs); None: env or default.
-
-    "4bit" on a CPU runs the kernel `kernels.choose_kernel` measures fastest, a stage of its
-    own; on CUDA, NF4. A 4-bit load on CUDA also needs the GPU's own probe to pass; on ZeroGPU
-    no GPU is lent at load time, so only the CPU is probed. Apple's GPU runs 16-bit: neither
-    4-bit kernel has an MPS path here.
-    """
-    precision = resolve_precision(precision)
-    if device.startswith("mps") and precision in ("4bit", *FOUR_BIT):
-        why = "no 4-bit kernel runs on Apple's GPU (MPS) here"
-        if precision == "4bit":
-            return "bf16", "", f"{why}: 16-bit on the GPU instead (not measured)"
-        return fallback_precision(precision, why, dtype) + ("",)
-    kernel_note = ""
-    if precision == "4bit" and device == "cpu":
-        report(progress, PROBE_STAGE, 0, 1)
-        choice = choose_kernel()
-        report(progress, PROBE_STAGE, 1, 1)
-        if not choice.kernel:
-            return fallback_precision("4bit", choice.problem, dtype) + ("",)
-        precision, kernel_note = choice.kernel, choice.why
-    elif precision == "4bit":
-        precision = "nf4"
-    problem = None
-    if precision == "nf4":
-        problem = four_bit_problem()
-        if problem is None and device.startswith("cuda") and not zero_gpu():
-            problem = four_bit_problem(device, dtype)
-        if problem is None and device == "cpu" and not kernel_note and not fused_nf4():
-            kernel_note = (
-                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks: "
-                "every 4-bit layer dequantises its weight on each call (SPECDEMO_PRECISION=4bit "
-                "picks the fastest kernel here)"
-            )
-    elif precision == "int4":
-        problem = int4_problem(device)
-    return fallback_precision(precision, problem, dtype) + (kernel_note,)
-
-
-PROBE_STAGE = "probe 4-bit kernels"
-
-
-@functools.cache
-def int4_problem(device: str = "cpu") -> str | None:
-    """None when torch's int4 kernel runs a small layer on `device`, else why not, in a line."""
-    if device != "cpu":
-        return f"torch's int4 kernel runs on the CPU, not on {device}"
-
-    def layer():
-        return int4.Int4Linear.from_linear(torch.nn.Linear(64, 64, bias=False), 64)
-
-    return layer_problem(layer, "an int4", device, int4.KERNEL_DTYPE)
-
-
-@functools.cache
-def four_bit_problem(device: str = "cpu", dtype: torch.dtype = torch.bfloat16) -> str | None:
-    """None when bitsandbytes runs an NF4 layer computing in `dtype` on `device`, else why not,
-    in a line.
-
-    The CPU is where packaged models are quantised (`convert`), on any device. Any exception
-    counts: a missing package (ImportError), a wheel without kernels for this platform or GPU
-    (RuntimeError, NotImplementedError) or a native library that fails to load (OSError).
-    """
-
-    def layer():
-        import_bitsandbytes()
-        import bitsandbytes as bnb
-
-        layer = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=dtype, quant_type="nf4")
-        return layer.to(device)  # quantises the weight
-
-    return layer_problem(layer, "an NF4", device, dtype)
-
-
-def layer_problem(make_layer, name: str, device: str, dtype: torch.dtype) -> str | None:
-    """None when the layer `make_layer` builds gives finite output for a row of ones, else why
-    not, in a line; any exception counts."""
-    try:
-        with torch.no_grad():
-            out = make_layer()(torch.ones(1, 64, dtype=dtype, device=device))
-        if not torch.isfinite(out).all():
-            return f"{name} layer returned non-finite values"
-    except Exception as e:
-        return problem_line(e)
-    return None
-
-
-def problem_line(e: BaseException) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    first_line = (str(e).strip().splitlines() or [""])[0]
-    return f"{type(e).__name__}: {first_line}"[:160].rstrip(": ")
 
 
 class FourBitLoadError(RuntimeError):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-# "4bit" asks for the fastest 4-bit kernel here (`load.running_precision`): NF4 through
+# "4bit" asks for the fastest 4-bit kernel here (`kernels.running_precision`): NF4 through
 # bitsandbytes on a GPU, on a CPU whichever of FOUR_BIT the probe measures faster (`kernels`).
 PRECISIONS = ("4bit", "nf4", "int4", "bf16", "fp32")
 FOUR_BIT = ("nf4", "int4")
