@@ -16,8 +16,7 @@ import torch
 from specdemo import models
 from specdemo.app.handlers import model_markdown
 from specdemo.models import kernels, load
-from specdemo.models.kernels import KernelChoice
-from specdemo.models.pairs import fallback_precision
+from specdemo.models.kernels import KernelChoice, fallback_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,7 +31,7 @@ def group_size(in_features: int) -> int | None:
 class Int4Linear(torch.nn.Module):
     """y = x W^T + b with W in int4 groups; the bias, when there is one, stays bf16."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool, group: int, device=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool, group: int, device="cpu"):
         super().__init__()
         self.in_features, self.out_features, self.group = in_features, out_features, group
         empty = dict(device=device)

@@ -20,7 +20,7 @@ import torch
 
 from specdemo.models import int4
 from specdemo.models.convert import import_bitsandbytes
-from specdemo.models.pairs import FOUR_BIT, fallback_precision, resolve_precision, zero_gpu
+from specdemo.models.pairs import FOUR_BIT, resolve_precision, short_dtype, zero_gpu
 from specdemo.models.progress import Progress, report
 
 PROBE_SHAPE = (1536, 8960)  # (in, out): the embedded target's MLP up projection
@@ -119,7 +119,9 @@ def time_layers(layers: dict[str, torch.nn.Module], clock=time.perf_counter) -> 
     """Median seconds per layer of one pass, averaged over PROBE_ROWS; the layers take turns, so
     a machine that slows part-way slows them alike. The first round is a warm-up (bitsandbytes
     repacks its weight at the first call)."""
-    inputs = {n: torch.randn(1, n, PROBE_SHAPE[0], dtype=torch.bfloat16) for n in PROBE_ROWS}
+    inputs = {
+        n: torch.randn(1, n, PROBE_SHAPE[0], dtype=torch.bfloat16, device="cpu") for n in PROBE_ROWS
+    }
     times = {name: [] for name in layers}
     for _ in range(PROBE_REPEATS + 1):
         for name, layer in layers.items():
@@ -131,7 +133,7 @@ def time_layers(layers: dict[str, torch.nn.Module], clock=time.perf_counter) -> 
 
 
 def _probe_layer(name: str) -> torch.nn.Module:
-    weight = torch.randn(PROBE_SHAPE[1], PROBE_SHAPE[0]) * 0.02  # (out, in)
+    weight = torch.randn(PROBE_SHAPE[1], PROBE_SHAPE[0], device="cpu") * 0.02  # (out, in)
     if name == "int4":
         linear = torch.nn.Linear(*PROBE_SHAPE, bias=False)
         linear.weight.data = weight
@@ -196,6 +198,20 @@ def running_precision(
 
 
 PROBE_STAGE = "probe 4-bit kernels"
+
+
+def fallback_precision(
+    precision: str, four_bit_problem: str | None, dtype: torch.dtype = torch.bfloat16
+) -> tuple[str, str]:
+    """The precision that runs, and a note when it is not `precision`: a 4-bit precision needs
+    its kernel working on this machine, and without it (`four_bit_problem` says why) the pair
+    runs 16-bit in `dtype` (see `compute_dtype`), the dtype the 4-bit layers would compute in
+    anyway. "4bit" is the automatic choice, its problem naming every kernel that was tried."""
+    if precision not in ("4bit", *FOUR_BIT) or four_bit_problem is None:
+        return precision, ""
+    running = short_dtype(str(dtype).removeprefix("torch."))
+    library = {"nf4": "bitsandbytes: ", "int4": "torch int4: "}.get(precision, "")
+    return "bf16", f"4-bit unavailable here ({library}{four_bit_problem}): running {running}"
 
 
 @functools.cache

@@ -28,7 +28,7 @@ from specdemo.models.convert import (
     quiet_transformers,
     release_freed_memory,
 )
-from specdemo.models.kernels import problem_line, running_precision
+from specdemo.models.kernels import fallback_precision, problem_line, running_precision
 from specdemo.models.pairs import (
     FOUR_BIT,
     LoadedPair,
@@ -37,7 +37,6 @@ from specdemo.models.pairs import (
     PairSpec,
     compute_dtype,
     fallback_pair_spec,
-    fallback_precision,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,

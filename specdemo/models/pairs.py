@@ -294,20 +294,6 @@ def resolve_precision(precision: str | None = None) -> str:
     return precision
 
 
-def fallback_precision(
-    precision: str, four_bit_problem: str | None, dtype: torch.dtype = torch.bfloat16
-) -> tuple[str, str]:
-    """The precision that runs, and a note when it is not `precision`: a 4-bit precision needs
-    its kernel working on this machine, and without it (`four_bit_problem` says why) the pair
-    runs 16-bit in `dtype` (see `compute_dtype`), the dtype the 4-bit layers would compute in
-    anyway. "4bit" is the automatic choice, its problem naming every kernel that was tried."""
-    if precision not in ("4bit", *FOUR_BIT) or four_bit_problem is None:
-        return precision, ""
-    running = short_dtype(str(dtype).removeprefix("torch."))
-    library = {"nf4": "bitsandbytes: ", "int4": "torch int4: "}.get(precision, "")
-    return "bf16", f"4-bit unavailable here ({library}{four_bit_problem}): running {running}"
-
-
 def short_dtype(name: str) -> str:
     """A torch dtype name shortened: bfloat16 -> bf16, float16 -> fp16, float32 -> fp32."""
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, name)
