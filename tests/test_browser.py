@@ -93,7 +93,8 @@ def budget_ms() -> float:
 
 def open_page(browser, viewport: dict):
     page = browser.new_page(viewport=viewport)
-    page.set_default_timeout(browser.budget_ms)
+    page.budget_ms = browser.budget_ms
+    page.set_default_timeout(page.budget_ms)
     page.goto(browser.url)
     page.wait_for_selector("#generate")
     return page
@@ -178,8 +179,8 @@ def test_stop_cancels_a_run_mid_way(page):
         " && document.querySelector('#comparison').innerText.includes('…')"
     )
     page.click("#stop")
-    time.sleep(0.5)  # the update in flight may still arrive
-    shown = tokens(page, "spec-pane"), tokens(page, "target-pane")
+    # The update in flight may still arrive, later on a busy machine: read once it has.
+    shown = steady(page, lambda: (tokens(page, "spec-pane"), tokens(page, "target-pane")))
     time.sleep(3)
     # Nothing more streams in, in whichever phase of the race Stop landed, and the unfinished
     # race is neither summed up nor recorded in the session.
@@ -284,11 +285,25 @@ def clashes(plots: list[dict]) -> list[str]:
     return found
 
 
+def steady(page, read, every: float = 0.5):
+    """`read()` once two reads `every` seconds apart agree, within the page's wait budget."""
+    deadline = time.monotonic() + page.budget_ms / 1000
+    value = read()
+    while time.monotonic() < deadline:
+        time.sleep(every)
+        value, before = read(), value
+        if value == before:
+            return value
+    pytest.fail(f"still changing after {page.budget_ms / 1000:.0f} s: {value}")
+
+
 def settled_plots(page) -> dict[str, dict]:
-    """The visible plots by id, once no output is busy and Plotly has drawn at this width."""
+    """The visible plots by id, once no output is busy and Plotly has drawn at this width: every
+    plot's boxes the same in two reads (Plotly redraws each plot after a resize or a new
+    figure)."""
     page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
-    time.sleep(1.5)  # Plotly redraws each plot after a resize or a new figure
-    return {plot["id"]: plot for plot in page.evaluate(PLOT_BOXES, LABELS)}
+    plots = steady(page, lambda: page.evaluate(PLOT_BOXES, LABELS), every=1.0)
+    return {plot["id"]: plot for plot in plots}
 
 
 def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path):
