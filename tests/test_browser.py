@@ -159,9 +159,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     page.wait_for_function(
         "document.querySelectorAll('#kept-plot .scatterlayer .point').length >= 9"
     )
-    # No output still shows a progress overlay when the screenshot is taken.
-    page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
-    time.sleep(1)  # let the last chart and the table settle
+    settled_plots(page)  # no progress overlay, and every chart drawn, for the screenshot
     # SPECDEMO_SCREENSHOT=assets/screenshot.png SPECDEMO_PAIR=qwen-coder retakes the README's.
     shot = Path(os.environ.get("SPECDEMO_SCREENSHOT", tmp_path / "screenshot.png"))
     page.screenshot(path=str(shot), full_page=True)

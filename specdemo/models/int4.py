@@ -34,17 +34,16 @@ class Int4Linear(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool, group: int, device="cpu"):
         super().__init__()
         self.in_features, self.out_features, self.group = in_features, out_features, group
-        empty = dict(device=device)
         self.register_buffer(
             "weight_int4pack",
-            torch.empty(out_features, in_features // 2, dtype=torch.uint8, **empty),
+            torch.empty(out_features, in_features // 2, dtype=torch.uint8, device=device),
         )
         self.register_buffer(
             "scales_and_zeros",
-            torch.empty(in_features // group, out_features, 2, dtype=KERNEL_DTYPE, **empty),
+            torch.empty(in_features // group, out_features, 2, dtype=KERNEL_DTYPE, device=device),
         )
         self.register_buffer(
-            "bias", torch.empty(out_features, dtype=KERNEL_DTYPE, **empty) if bias else None
+            "bias", torch.empty(out_features, dtype=KERNEL_DTYPE, device=device) if bias else None
         )
 
     @classmethod
@@ -102,11 +101,11 @@ def int4_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Linear, int]
     input embedding in the Qwen pairs) and any whose inputs no group size divides."""
     head = model.get_output_embeddings()
     return [
-        (name, module, group_size(module.in_features))
+        (name, module, group)
         for name, module in model.named_modules()
         if type(module) is torch.nn.Linear
         and module is not head
-        and group_size(module.in_features) is not None
+        and (group := group_size(module.in_features)) is not None
     ]
 
 
@@ -120,13 +119,9 @@ def quantize(model: torch.nn.Module) -> torch.nn.Module:
     return model.eval()
 
 
-def save(model: torch.nn.Module, folder: Path) -> None:
-    """config.json, generation_config.json and the state dict; `load` rebuilds the model."""
-    model.save_pretrained(folder)
-
-
 def load(folder: Path, device: str = "cpu") -> torch.nn.Module:
-    """A model `save` wrote, its Int4Linear layers where `int4_layers` puts them."""
+    """A model `quantize` made and `save_pretrained` wrote (config, generation config, state
+    dict), its Int4Linear layers rebuilt where `int4_layers` puts them."""
     from accelerate import init_empty_weights
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig

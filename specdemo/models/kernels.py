@@ -30,6 +30,7 @@ PROBE_REPEATS = 7
 # other (docs/BENCHMARKS.md, "Which 4-bit kernel"), and the choice should not flip run to run.
 MARGIN = 1.25
 NAMES = {"nf4": "bitsandbytes NF4", "int4": "torch int4", "nf4-unfused": "bitsandbytes NF4"}
+NO_FUSED_NF4 = "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks"
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,7 @@ class KernelChoice:
             slower = self.seconds.get("nf4-unfused", 0) / self.seconds["int4"]
             nf4 = f", NF4 {ms['nf4-unfused']} ({slower:.1f}× slower)" if "nf4-unfused" in ms else ""
             return (
-                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks "
-                f"(measured here on a {shape} layer: torch int4 {ms['int4']}{nf4})"
+                f"{NO_FUSED_NF4} (measured here on a {shape} layer: torch int4 {ms['int4']}{nf4})"
             )
         other = "int4" if self.kernel == "nf4" else "nf4"
         if other not in ms:
@@ -188,9 +188,8 @@ def running_precision(
             problem = four_bit_problem(device, dtype)
         if problem is None and device == "cpu" and not kernel_note and not fused_nf4():
             kernel_note = (
-                "bitsandbytes' fused NF4 kernel needs AVX512-BF16, which this CPU lacks: "
-                "every 4-bit layer dequantises its weight on each call (SPECDEMO_PRECISION=4bit "
-                "picks the fastest kernel here)"
+                f"{NO_FUSED_NF4}: every 4-bit layer dequantises its weight on each call "
+                "(SPECDEMO_PRECISION=4bit picks the fastest kernel here)"
             )
     elif precision == "int4":
         problem = int4_problem(device)
