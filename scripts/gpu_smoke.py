@@ -3,19 +3,24 @@ which installs the wheels in wheels/ first.
 
 Usage: gpu_smoke.py [--dry-run] [OUT]
 
-Six checks in order, every one run even after another fails: (1) versions, compute capability
+Seven checks in order, every one run even after another fails: (1) versions, compute capability
 and the compute dtype specdemo picks; (2) a bitsandbytes NF4 Linear at 1 and 5 rows against a
 matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and one short
 generation; (4) every model handler on the device, each value it yields or returns pickled and
 unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5) step
 costs of random-weight models of the real target and draft architectures in 4-bit, against the
-budgets in specdemo.app.gpu, the draft step eager against a captured CUDA graph (logits and
-time), and the K automatic K picks at those costs; (6) a trimmed scripts/gpu_bench.sh, its
-summary under OUT/bench (default OUT: bench_out/gpu-smoke). Prints one table (check | result |
-figure); the exit status is 1 when any row failed.
+budgets specdemo.app.gpu derives for that pair (gpu.budget_of), the draft step eager against a
+captured CUDA graph (logits and time), and the K automatic K picks at those costs; (6) a trimmed
+scripts/gpu_bench.sh, its summary under OUT/bench (default OUT: bench_out/gpu-smoke); (7) that
+random pair loaded as a ZeroGPU Space loads its pair: in a fresh process with
+SPACES_ZERO_GPU=true that imports `spaces` first, loaded onto "cuda" in 4-bit in the main
+process under spaces' CUDA emulation, then packed as spaces packs tensors at launch (no GPU
+call: that needs ZeroGPU's scheduler). Prints one table (check | result | figure); the exit
+status is 1 when any row failed.
 
 --dry-run runs on the CPU whatever can run there (the bench in its own --dry-run, step costs of
-a 2-layer build of the real widths, timed but not judged) and never touches CUDA.
+a 2-layer build of the real widths, timed but not judged) and never touches CUDA; check 7 needs
+a CUDA build of torch and says so.
 """
 
 import argparse
@@ -265,6 +270,7 @@ def check_handlers(run: Run) -> list[Outcome]:
 
 def check_step_costs(run: Run) -> list[Outcome]:
     from specdemo import bench
+    from specdemo.app import gpu
     from specdemo.models import load_pair, warm_up
     from specdemo.profile import PROFILE_KS, synthetic_context
 
@@ -283,11 +289,12 @@ def check_step_costs(run: Run) -> list[Outcome]:
     ks = [1] if run.dry else list(PROFILE_KS)  # a step of 2 layers takes ~0.5 s on 2 CPU cores
     costs = bench.step_costs(pair, context, ks, "auto")  # the draft with the app's head
     captured = draft_step_outcomes(pair, context, costs, judged=not run.dry)
+    budget = gpu.budget_of(pair)
     del pair
     gc.collect()
     if not run.dry:
         torch.cuda.empty_cache()
-    return step_cost_outcomes(costs, judged=not run.dry) + captured
+    return step_cost_outcomes(costs, judged=not run.dry, budget=budget) + captured
 
 
 def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[Outcome]:
@@ -338,11 +345,14 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     return outcomes
 
 
-def step_cost_outcomes(costs, judged: bool) -> list[Outcome]:
-    """`costs` (a StepCosts) beside the budgets specdemo.app.gpu asks ZeroGPU for; each fails
-    above SLACK times its budget. A verify pass has two budgets, VERIFY_STEPS target steps and
-    VERIFY_STEPS * T_STEP seconds, and fails above either."""
-    from specdemo.app.gpu import T_DRAFT, T_STEP, VERIFY_STEPS
+def step_cost_outcomes(costs, judged: bool, budget=None) -> list[Outcome]:
+    """`costs` (a StepCosts) beside the budgets specdemo.app.gpu asks ZeroGPU for, for the pair
+    measured (`budget`, a ``gpu.Budget``; None: the embedded pair's); each fails above SLACK
+    times its budget. A verify pass has two budgets, VERIFY_STEPS target steps and
+    VERIFY_STEPS * t_step seconds, and fails above either."""
+    from specdemo.app.gpu import EMBEDDED, VERIFY_STEPS
+
+    T_STEP, T_DRAFT = (budget or EMBEDDED).t_step, (budget or EMBEDDED).t_draft
 
     def result(ok: bool) -> str:
         return (PASS if ok else FAIL) if judged else RAN
@@ -383,6 +393,44 @@ def check_bench(run: Run) -> list[Outcome]:
     return [Outcome("6 gpu bench", PASS if rows > 0 else FAIL, figure)]
 
 
+ZEROGPU_LOAD = """
+import os, sys, time
+import spaces  # first, as app.py imports it
+from spaces.zero import torch as zero_torch
+from specdemo.app import gpu
+from specdemo.models import load_pair
+start = time.perf_counter()
+pair = load_pair(target=sys.argv[1], draft=sys.argv[2], precision="4bit", device="auto")
+loaded = time.perf_counter() - start
+devices = sorted({str(p.device) for m in (pair.target, pair.draft) for p in m.parameters()})
+packed = zero_torch.pack()
+budget = gpu.budget_of(pair)
+print(f"ZEROGPU {pair.summary.precision} on {','.join(devices)} in {loaded:.0f} s; packed "
+      f"{packed / 1e9:.2f} GB; budget {budget.t_step * 1e3:.1f} / {budget.t_draft * 1e3:.1f} ms")
+"""
+
+
+def check_zerogpu_load(run: Run) -> list[Outcome]:
+    """The random pair of the real architectures loaded as a ZeroGPU Space loads its pair."""
+    if run.dry or not torch.version.cuda:
+        why = "not checked: spaces' ZeroGPU emulation needs a CUDA build of torch"
+        return [Outcome("7 zerogpu load", RAN, why)]
+    if not run.pair_built:
+        return [Outcome("7 zerogpu load", FAIL, "check 5 did not build the random pair")]
+    env = dict(os.environ, SPACES_ZERO_GPU="true", SPACES_ZERO_DEVICE_API_URL="http://127.0.0.1:9")
+    env.pop(ZEROGPU_EMULATION, None)
+    models = [str(run.models / "target"), str(run.models / "draft")]
+    done = subprocess.run(
+        [sys.executable, "-c", ZEROGPU_LOAD, *models], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=BENCH_TIMEOUT,
+    )  # fmt: skip
+    found = re.search(r"^ZEROGPU (.*)$", done.stdout, re.MULTILINE)
+    if done.returncode or not found:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return [Outcome("7 zerogpu load", FAIL, f"exit {done.returncode}: {last}"[:200])]
+    return [Outcome("7 zerogpu load", PASS, found.group(1))]
+
+
 CHECKS = (
     ("1 versions", check_versions),
     ("2 nf4 linear", check_nf4_linear),
@@ -390,6 +438,7 @@ CHECKS = (
     ("4 handlers", check_handlers),
     ("5 step costs", check_step_costs),
     ("6 gpu bench", check_bench),
+    ("7 zerogpu load", check_zerogpu_load),
 )
 
 

@@ -58,6 +58,11 @@ NF4_BYTES_PER_PARAM = 0.5 + 4 / 64  # 4-bit codes + an fp32 absmax per 64-weight
 HALF_BYTES = 2  # bf16: norms, biases, the KV cache and the output head, which transformers
 #   leaves unquantised (quantizers/base.py, get_keys_to_not_convert) and which is read whole
 CONSTANTS = ("HBM_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S", "NF4_BYTES_PER_PARAM")
+# A GPU budget, not a prediction: what ZeroGPU is asked for per eager step (``step_budget``).
+HOST_LAYER_S = 1.5e-3  # host-side dispatch per decoder layer: 1.46-1.53 ms measured on a 2-core
+#   CPU (docs/bench/dispatch.json); a datacenter host dispatches faster, so this is an upper bound
+OPS_PER_LAYER, OPS_FIXED = 39, 17  # non-view ops of a one-token pass (`count_kernels`), exactly
+#   affine in depth: 36 a layer + 17 in bf16 (docs/bench/dispatch.json), 39 + 17 in 4-bit NF4
 
 # Per-token acceptance, greedy, measured on the embedded pair only (other pairs: assumed equal):
 ALPHA_MEASURED_ON = "qwen-coder"
@@ -112,6 +117,37 @@ def arch_of(spec: ModelSpec) -> str | None:
     found = re.search(r"qwen2\.5-coder-(\d+(?:\.\d+)?)b", name, re.IGNORECASE)
     size = f"{found.group(1)}B" if found else None
     return size if size in ARCHS else None
+
+
+def arch_of_config(config) -> Arch:
+    """The `Arch` of a loaded model, read from its transformers config (any decoder-only model
+    with Qwen2's field names; a missing KV head count means one per attention head)."""
+    heads = config.num_attention_heads
+    return Arch(
+        config.hidden_size,
+        config.num_hidden_layers,
+        heads,
+        getattr(config, "num_key_value_heads", None) or heads,
+        config.intermediate_size,
+        config.vocab_size,
+        bool(getattr(config, "tie_word_embeddings", False)),
+    )
+
+
+def step_budget(arch: Arch, head_rows: int | None = None) -> float:
+    """Seconds to budget for one eager one-token step on a GPU: the larger of its host-side
+    dispatch (HOST_LAYER_S a layer) and its device time (``device_seconds``, OPS_PER_LAYER ops a
+    layer), reading `head_rows` rows of the output head (None: all of them)."""
+    rows = arch.vocab_size if head_rows is None else head_rows
+    kernels = OPS_PER_LAYER * arch.num_hidden_layers + OPS_FIXED
+    host = HOST_LAYER_S * arch.num_hidden_layers
+    return max(host, device_seconds(arch, kernels, rows, 1))
+
+
+def draft_head_rows(arch: Arch) -> int:
+    """The output rows the drafter's step reads: AUTO_HEAD_ROWS of a vocabulary over twice that
+    (``drafters.auto_head_rows``), else all."""
+    return AUTO_HEAD_ROWS if arch.vocab_size > 2 * AUTO_HEAD_ROWS else arch.vocab_size
 
 
 def tiny_width_model(layers: int, four_bit: bool):
@@ -213,9 +249,7 @@ def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -
     (target, draft), (mt, md) = (ARCHS[n] for n in names), (measured[n] for n in names)
     device = {w: device_seconds(target, n, target.vocab_size, w) for w, n in mt.kernels.items()}
     eager = {w: max(mt.host[w], device[w]) for w in mt.host}
-    # the drafter's head: AUTO_HEAD_ROWS rows of a vocabulary over twice that (auto_head_rows)
-    rows = AUTO_HEAD_ROWS if draft.vocab_size > 2 * AUTO_HEAD_ROWS else draft.vocab_size
-    draft_device = device_seconds(draft, md.kernels[1], rows, 1)
+    draft_device = device_seconds(draft, md.kernels[1], draft_head_rows(draft), 1)
     verify = {k: eager[k + 1] for k in ks}
     costs = {
         "eager": StepCosts(eager[1], max(md.host[1], draft_device), verify),

@@ -7,6 +7,8 @@ buffers (transformers' ``StaticCache``, rolled back by moving its length), so th
 has fixed shapes and addresses and reads nothing back to the host; with ``graph=True`` on CUDA
 that step is captured once as a CUDA graph and replayed, one launch for all its kernels. Both
 compute the same logits; the mode is a speed setting, never a change to what is sampled.
+"auto", the default, runs whichever of eager and graph measures faster on CUDA
+(``profile.fastest_draft_step``), and eager elsewhere.
 """
 
 import os
@@ -16,7 +18,7 @@ import torch
 
 from specdemo.lm import forward, input_ids
 
-DRAFT_STEPS = ("eager", "static", "graph")
+DRAFT_STEPS = ("auto", "eager", "static", "graph")
 ENV_DRAFT_STEP = "SPECDEMO_DRAFT_STEP"
 # Tokens a static cache holds at first; it doubles (re-prefilled, re-captured) when a context
 # would outgrow it. 1,024 tokens of the 0.5B draft's cache are 12.6 MB in bf16.
@@ -24,19 +26,24 @@ FIRST_CAPACITY = 1024
 
 
 def resolve_draft_step(step: str | None, device) -> str:
-    """The draft step mode that runs: `step`, else $SPECDEMO_DRAFT_STEP, else "eager". A graph
-    needs CUDA: asked for on another device it runs "static", the same step without capture."""
-    step = step or os.environ.get(ENV_DRAFT_STEP) or "eager"
+    """The draft step mode asked for: `step`, else $SPECDEMO_DRAFT_STEP, else "auto". A graph
+    needs CUDA: asked for on another device it runs "static", the same step without capture;
+    "auto" is "eager" there, and on CUDA left for ``make_draft_step`` to measure."""
+    step = step or os.environ.get(ENV_DRAFT_STEP) or "auto"
     if step not in DRAFT_STEPS:
         raise ValueError(f"draft step must be one of {', '.join(DRAFT_STEPS)}; got {step!r}")
-    if step == "graph" and torch.device(device).type != "cuda":
-        return "static"
+    if torch.device(device).type != "cuda" and step in ("graph", "auto"):
+        return "static" if step == "graph" else "eager"
     return step
 
 
 def make_draft_step(model, head=None, step: str | None = None):
     """The draft step object for `model` (its output layer replaced by `head` if given)."""
     step = resolve_draft_step(step, model.device)
+    if step == "auto":
+        from specdemo.profile import fastest_draft_step
+
+        step = fastest_draft_step(model, head)
     if step == "eager":
         return EagerDraftStep(model, head)
     return StaticDraftStep(model, head, graph=step == "graph")

@@ -124,9 +124,44 @@ def test_the_static_one_token_step_is_capturable(draft):
     assert eager.cache.layers[0].keys.data_ptr() != eager_keys
 
 
+def test_auto_runs_eager_off_cuda_and_is_measured_on_cuda(monkeypatch, draft):
+    monkeypatch.delenv(draft_step.ENV_DRAFT_STEP, raising=False)
+    assert resolve_draft_step(None, "cpu") == resolve_draft_step("auto", "cpu") == "eager"
+    assert resolve_draft_step(None, "cuda:0") == "auto"  # make_draft_step measures it
+    assert make_draft_step(draft, None, "auto").kind == "eager"
+
+
+def test_auto_keeps_the_mode_that_measures_fastest_and_skips_a_failed_capture(monkeypatch):
+    from specdemo import profile
+
+    def timed(model, context, head, mode, repeats=5):
+        seconds, problem = model.costs[mode]
+        return seconds, type("Runner", (), {"kind": mode, "problem": problem})()
+
+    class Draft:  # a stand-in the measurement never runs: timed() answers for it
+        def __init__(self, costs):
+            self.costs = costs
+
+    monkeypatch.setattr(profile, "timed_draft_step", timed)
+    monkeypatch.setattr(profile, "synthetic_context", lambda *models: [1, 2, 3])
+    captured_faster = Draft({"eager": (0.030, ""), "graph": (0.003, "")})
+    eager_faster = Draft({"eager": (0.002, ""), "graph": (0.003, "")})
+    capture_failed = Draft({"eager": (0.030, ""), "graph": (0.003, "RuntimeError: capture")})
+    assert profile.fastest_draft_step(captured_faster) == "graph"
+    assert profile.fastest_draft_step(eager_faster) == "eager"
+    assert profile.fastest_draft_step(capture_failed) == "eager"
+    captured_faster.costs = {"eager": (0.001, ""), "graph": (0.003, "")}
+    assert profile.fastest_draft_step(captured_faster) == "graph"  # measured once per draft
+
+
+def test_auto_on_the_cpu_compares_real_steps(draft):
+    from specdemo.profile import fastest_draft_step
+
+    assert fastest_draft_step(draft, None, ("eager", "static"), repeats=2) in ("eager", "static")
+
+
 def test_the_step_mode_comes_from_the_argument_then_the_environment(monkeypatch, draft):
     monkeypatch.delenv(draft_step.ENV_DRAFT_STEP, raising=False)
-    assert resolve_draft_step(None, "cpu") == "eager"
     monkeypatch.setenv(draft_step.ENV_DRAFT_STEP, "static")
     assert resolve_draft_step(None, "cpu") == "static"
     assert resolve_draft_step("eager", "cpu") == "eager"

@@ -20,7 +20,7 @@ _spec.loader.exec_module(smoke)
 ROWS = (
     "1 versions", "2 nf4 linear", "3 tiny pair", "4 generate", "4 sweep", "4 exactness", "4 step",
     "5 t_step", "5 t_draft", "5 t_verify", "5 c", "5 static = eager", "5 t_draft static",
-    "5 auto K", "6 gpu bench",
+    "5 auto K", "6 gpu bench", "7 zerogpu load",
 )  # fmt: skip
 
 
@@ -56,24 +56,27 @@ def test_the_table_has_a_header_and_a_row_per_outcome():
     ]
 
 
+T_STEP, T_DRAFT = gpu.EMBEDDED.t_step, gpu.EMBEDDED.t_draft
+
+
 def costs(t_step: float, t_draft: float, verify_steps: float) -> StepCosts:
     return StepCosts(t_step, t_draft, {k: verify_steps * t_step for k in range(1, 9)})
 
 
 def test_step_costs_within_half_again_their_budget_pass():
-    near_the_limit = costs(1.49 * gpu.T_STEP, 1.49 * gpu.T_DRAFT, gpu.VERIFY_STEPS)
+    near_the_limit = costs(1.49 * T_STEP, 1.49 * T_DRAFT, gpu.VERIFY_STEPS)
     rows = {o.check: o for o in smoke.step_cost_outcomes(near_the_limit, judged=True)}
     assert list(rows) == ["5 t_step", "5 t_draft", "5 t_verify", "5 c"]
     assert {o.result for o in rows.values()} == {smoke.PASS, smoke.RAN}
     assert rows["5 c"].result == smoke.RAN
-    assert f"= {gpu.T_DRAFT / gpu.T_STEP:.2f}" in rows["5 c"].figure
+    assert f"= {T_DRAFT / T_STEP:.2f}" in rows["5 c"].figure
     assert "2..9 tokens" in rows["5 t_verify"].figure
 
 
 def test_a_step_cost_over_half_again_its_budget_fails():
-    slow_draft = costs(gpu.T_STEP, 1.6 * gpu.T_DRAFT, 1.0)
-    wide_verify = costs(0.5 * gpu.T_STEP, gpu.T_DRAFT, 1.6 * gpu.VERIFY_STEPS)  # in steps
-    slow_verify = costs(1.4 * gpu.T_STEP, gpu.T_DRAFT, 1.4 * gpu.VERIFY_STEPS)  # in seconds
+    slow_draft = costs(T_STEP, 1.6 * T_DRAFT, 1.0)
+    wide_verify = costs(0.5 * T_STEP, T_DRAFT, 1.6 * gpu.VERIFY_STEPS)  # in steps
+    slow_verify = costs(1.4 * T_STEP, T_DRAFT, 1.4 * gpu.VERIFY_STEPS)  # in seconds
     for measured, failing in (
         (slow_draft, "5 t_draft"), (wide_verify, "5 t_verify"), (slow_verify, "5 t_verify")
     ):  # fmt: skip

@@ -71,6 +71,16 @@ def test_without_the_hub_the_default_on_cuda_is_the_embedded_pair(
     assert models.fallback_pair_spec(device="cuda") is None
 
 
+def test_a_zero_gpu_space_loads_the_embedded_pair_with_the_hub_in_reach(online, monkeypatch):
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert not models.hub_offline()
+    assert models.default_pair_name("cuda") == models.DEFAULT_PAIR
+    assert models.resolve_pair_spec(device="cuda").target.kind == "gguf"  # nothing to download
+    assert models.fallback_pair_spec(device="cuda") is None
+    monkeypatch.setenv("SPECDEMO_PAIR", "qwen-coder-14b")  # still a choice
+    assert models.resolve_pair_spec(device="cuda").name == "qwen-coder-14b"
+
+
 def test_a_named_pair_beats_the_device_default(online, monkeypatch):
     assert models.resolve_pair_spec("tiny", device="cuda").name == "tiny"
     monkeypatch.setenv("SPECDEMO_PAIR", "qwen-coder")
@@ -102,8 +112,9 @@ def test_the_14b_pair_drafts_with_the_7b_pairs_draft():
 def test_load_pair_on_auto_cuda_tries_the_gpu_default_then_the_embedded_pair(
     online, monkeypatch, zero_gpu
 ):
-    """The device is resolved before the pair, so "auto" on a CUDA machine (or on ZeroGPU, before
-    torch sees a GPU) picks the GPU default; when the embedded pair fails as well, that raises."""
+    """The device is resolved before the pair, so "auto" on a CUDA machine picks the GPU default
+    and falls back to the embedded pair; on ZeroGPU (CUDA before torch sees a GPU) the embedded
+    pair is the default. When the embedded pair fails, that raises."""
     if zero_gpu:
         monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     else:
@@ -118,11 +129,12 @@ def test_load_pair_on_auto_cuda_tries_the_gpu_default_then_the_embedded_pair(
     monkeypatch.setattr(load, "_load_checked", fail)
     with pytest.raises(RuntimeError, match="cannot load qwen-coder$"):
         models.load_pair()
-    assert tried == [models.GPU_DEFAULT_PAIR, "qwen-coder"]
+    assert tried == ["qwen-coder"] if zero_gpu else [models.GPU_DEFAULT_PAIR, "qwen-coder"]
+    tried.clear()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(RuntimeError):
         models.load_pair()
-    assert tried[2:] == ["qwen-coder"]
+    assert tried == ["qwen-coder"]
 
 
 # ---------------------------------------------------------------- loading

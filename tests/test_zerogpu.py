@@ -1,9 +1,12 @@
-"""ZeroGPU, checked without it: each request's GPU budget grows with its work and one that does
-not fit a call is refused, naming what fits; the GPU functions run in a fresh fork per call (as
-ZeroGPU may run them) while replay, sweep ids and sessions work from the main process; Stop
-ends a forked GPU call within a round."""
+"""ZeroGPU, checked without it: each request's GPU budget grows with its work and the loaded
+pair's depth, and one that does not fit a call is refused, naming what fits; ZeroGPU's own
+refusals, waits and aborts reach the visitor as sentences; the GPU functions run in a fresh
+fork per call (as ZeroGPU may run them) while replay, sweep ids and sessions work from the main
+process; Stop ends a forked GPU call within a round."""
 
+import inspect
 import os
+import re
 import time
 
 import gradio as gr
@@ -24,6 +27,12 @@ def zero_gpu(monkeypatch):
     """A ZeroGPU Space on RTX Pro 6000 Blackwell halves: requests are priced and checked."""
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     monkeypatch.setattr(gpu, "duration_factor", lambda: gpu.DURATION_FACTOR)
+
+
+@pytest.fixture
+def embedded_budget(monkeypatch):
+    """The tiny pair priced as the embedded pair, so its requests cost what the Space's do."""
+    monkeypatch.setattr(gpu, "budget_of", lambda pair: gpu.EMBEDDED)
 
 
 @pytest.fixture
@@ -106,7 +115,9 @@ def test_on_zero_gpu_too_many_draws_are_refused_naming_the_most_that_fit(zero_gp
     assert requests.Exactness(config, request.ids, n + 1, None).seconds > gpu.max_seconds()
 
 
-def test_a_handler_refuses_before_any_gpu_time_is_asked(pair, zero_gpu, monkeypatch):
+def test_a_handler_refuses_before_any_gpu_time_is_asked(
+    pair, zero_gpu, embedded_budget, monkeypatch
+):
     asked = []
     monkeypatch.setattr(work, "tasks", lambda pair: asked.append(pair))
     with pytest.raises(gr.Error, match="new tokens fit"):
@@ -128,14 +139,62 @@ def test_the_exactness_check_refuses_first_tokens_beyond_its_budget(pair):
         )
 
 
-def test_on_zero_gpu_the_page_says_what_the_default_sweep_costs(pair, zero_gpu):
+def test_on_zero_gpu_the_page_says_what_the_default_sweep_costs(pair, zero_gpu, embedded_budget):
     sweep = requests.parse_sweep(pair, PROMPT)
     calls, seconds = gpu.sweep_calls(sweep.cells())
     assert calls == 8 and seconds == sum(cell.seconds for cell in sweep.cells())
     note = sweep.note()
-    assert f"{calls} GPU calls asking for about {seconds} s" in note and "Sign in" in note
-    charged = -(-seconds * 3 // 2)
-    assert f"{charged} s at this GPU's rate of 1.5: more than the 2 GPU minutes" in note
+    assert f"{calls} GPU calls asking for about {seconds} s in all, more than the 2 GPU" in note
+    assert "quota has 1.5 times its ask left, and is charged the seconds it uses" in note
+    assert "Sign in" in note
+
+
+def test_on_zero_gpu_the_page_says_what_a_run_asks_for_before_it_runs(pair, zero_gpu):
+    seconds = requests.parse_race(pair, PROMPT).seconds
+    note = handlers.gpu_note(pair, PROMPT)
+    assert f"this run asks for {seconds} s of GPU time" in note
+    assert f"has {-(-seconds * 3 // 2)} s left" in note and "per IP address" in note
+    longer = handlers.gpu_note(pair, PROMPT, max_new_tokens=1024)
+    assert longer != note and "asks for" in longer
+    assert handlers.gpu_note(pair, "") == gr.skip()  # bad input changes nothing
+
+
+# ---------------------------------------------------------------- budgets per pair
+
+
+def test_each_request_is_priced_with_the_loaded_pairs_own_step_budgets(pair):
+    from specdemo import dispatch
+
+    tiny = gpu.budget_of(pair)
+    assert tiny.t_step < gpu.EMBEDDED.t_step and tiny.t_draft < gpu.EMBEDDED.t_draft
+    for request in (
+        requests.parse_race(pair, PROMPT),
+        requests.parse_exactness(pair, PROMPT),
+        requests.parse_step(pair, PROMPT),
+        *requests.parse_sweep(pair, PROMPT).cells(),
+    ):
+        assert request.budget == tiny
+    # A 48-layer 14B target costs its depth's share more a step than the 28-layer 1.5B.
+    deep = gpu.Budget.of_archs(dispatch.ARCHS["14B"], dispatch.ARCHS["0.5B"])
+    assert deep.t_step / gpu.EMBEDDED.t_step == pytest.approx(48 / 28, rel=0.02)
+    assert deep.t_draft == gpu.EMBEDDED.t_draft
+    config = parse_run(PROMPT, k=4)
+    assert gpu.race_seconds(config, 40, budget=deep) > 1.3 * gpu.race_seconds(config, 40)
+    assert gpu.budget_of(object()) == gpu.EMBEDDED  # a page still preparing: the embedded pair
+
+
+def test_the_budgets_op_count_is_the_one_a_pass_dispatches():
+    from specdemo import dispatch
+    from specdemo.models.kernels import four_bit_problem
+    from specdemo.profile import synthetic_context
+
+    counts = {}
+    for layers in (2, 4):
+        model = dispatch.tiny_width_model(layers, four_bit_problem("cpu") is None)
+        counts[layers] = dispatch.count_kernels(model, synthetic_context(model), (1,))[1]
+    per_layer = (counts[4] - counts[2]) / 2
+    assert per_layer in (36, dispatch.OPS_PER_LAYER)  # bf16, or bitsandbytes' NF4 wrappers
+    assert counts[2] - 2 * per_layer == dispatch.OPS_FIXED
 
 
 def test_off_zero_gpu_the_sweep_says_nothing_of_quotas(pair, monkeypatch):
@@ -179,6 +238,86 @@ def test_on_zero_gpu_each_call_asks_for_its_requests_own_seconds(zero_gpu, monke
     short, long = race(max_new_tokens=16), race(max_new_tokens=256)
     assert wrapped(short) == "ran" and wrapped(long, None) == "ran"
     assert fake.asked == [short.seconds, long.seconds]
+
+
+class FailingSpaces:
+    """spaces.GPU whose calls ZeroGPU refuses, times out in its queue or aborts: the call raises
+    `error` (built by spaces' own ``zero.gradio.error``) after asking for its duration."""
+
+    def __init__(self, error):
+        self.error, self.asked = error, []
+
+    def GPU(self, duration):  # noqa: N802 (the spaces API)
+        def decorate(fn):
+            if inspect.isgeneratorfunction(fn):
+
+                def stream(*args, **kwargs):
+                    self.asked.append(duration(*args, **kwargs))
+                    raise self.error
+                    yield
+
+                return stream
+
+            def call(*args, **kwargs):
+                self.asked.append(duration(*args, **kwargs))
+                raise self.error
+
+            return call
+
+        return decorate
+
+
+def zero_gpu_error(kind: str):
+    """The gr.Error spaces 0.51.3 raises for a refused admission, a slot wait that timed out, and
+    an aborted task, with its own titles and messages (zero/client.py, zero/wrappers.py)."""
+    from spaces.zero import client
+    from spaces.zero.gradio import error
+
+    quota = "You have exceeded your free ZeroGPU quota (53s requested vs. 20s left). "
+    quota += "Try again in 2:59:00. "
+    titles_and_messages = {
+        "refused": ("ZeroGPU quota exceeded", quota),
+        "slot": ("ZeroGPU queue timeout", f"{client.NO_GPU_MESSAGE_INQUEUE} Sign in for priority"),
+        "aborted": ("ZeroGPU worker error", "GPU task aborted"),
+    }
+    return error(*titles_and_messages[kind], html=kind == "slot")
+
+
+@pytest.mark.parametrize(
+    "kind, said",
+    [
+        ("refused", r"Not enough GPU quota left for this run: it asks for (\d+) s, so it needs"),
+        (
+            "slot",
+            r"No GPU came free for this run within 60 s: every GPU this Space may use is busy",
+        ),
+        ("aborted", r"ZeroGPU stopped this run before it finished \(it had asked for (\d+) s"),
+    ],
+)
+def test_zero_gpus_refusal_slot_wait_and_abort_reach_the_visitor_as_sentences(
+    pair, zero_gpu, monkeypatch, kind, said
+):
+    fake = FailingSpaces(zero_gpu_error(kind))
+    monkeypatch.setattr(gpu, "spaces", fake)
+    monkeypatch.setattr(work, "_bound", {})
+    replay.clear()
+    with pytest.raises(gr.Error) as race_error:
+        list(handlers.generate(pair, PROMPT, max_new_tokens=16, fresh=True))
+    with pytest.raises(gr.Error) as check_error:
+        handlers.exactness(pair, PROMPT, n=200)
+    for caught, asked in zip((race_error, check_error), fake.asked, strict=True):
+        message = caught.value.message
+        assert re.search(said, message), message
+        assert "worker error" not in message and caught.value.title == "GPU time on ZeroGPU"
+        if kind != "slot":
+            assert int(re.search(said, message).group(1)) == asked
+    if kind == "refused":  # the numbers ZeroGPU gave stay, for the visitor to act on
+        assert "53s requested vs. 20s left" in race_error.value.message
+
+
+def test_specdemos_own_messages_from_a_gpu_call_pass_unchanged(pair):
+    own = gr.Error("Prompt is empty: type one or pick an example.")
+    assert gpu.plain(own, requests.parse_race(pair, PROMPT)) is own
 
 
 def test_every_request_pickles_as_zero_gpu_sends_it(pair):
@@ -265,16 +404,18 @@ def test_stop_ends_a_forked_race_within_a_round(pair, forked):
 
 
 def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
-    """Every figure in docs/INSTALL.md's quota paragraph, from gpu.py on the defaults (40-token
-    prompt)."""
-    import re
+    """Every figure in docs/INSTALL.md's ZeroGPU pair table and quota paragraphs: from gpu.py on
+    the defaults (40-token prompt) and from the dispatch model's recorded predictions."""
+    import json
     from pathlib import Path
 
+    from specdemo import dispatch
     from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
 
-    install = Path(__file__).resolve().parents[1].joinpath("docs/INSTALL.md").read_text()
-    quotas = install[install.index("**Quotas.**") : install.index("**Versions ZeroGPU accepts**")]
-    quotas = re.sub(r"\s+", " ", quotas)
+    root = Path(__file__).resolve().parents[1]
+    install = root.joinpath("docs/INSTALL.md").read_text()
+    zero = install[install.index("**The pair on ZeroGPU") : install.index("**Versions ZeroGPU")]
+    zero = re.sub(r"\s+", " ", zero)
     ids = tuple(range(40))
     sweep = requests.Sweep(
         parse_run(PROMPT), SWEEP_DEFAULTS["ks"], SWEEP_DEFAULTS["temperatures"], ids
@@ -284,15 +425,58 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
         parse_run(PROMPT, k=EXACT_DEFAULTS["k"], temperature=1.0), ids, EXACT_DEFAULTS["n"], None
     )
     long = requests.Race(parse_run(PROMPT, k="auto", max_new_tokens=1024), ids)
-    for phrase in (
+    deep = gpu.Budget.of_archs(dispatch.ARCHS["14B"], dispatch.ARCHS["0.5B"])
+    run = requests.Race(parse_run(PROMPT, k="auto"), ids)
+    run_14b = requests.Race(parse_run(PROMPT, k="auto"), ids, budget=deep)
+    phrases = [
         f"at most {gpu.max_seconds()} s",
         long.fits().split(":")[0],
-        f"{requests.Race(parse_run(PROMPT, k='auto'), ids).seconds} s to generate",
+        f"{run.seconds} s to generate",
         f"{exactness.seconds} s for the exactness check",
         f"{requests.Step(parse_run(PROMPT, k=4, temperature=1.0), 40).seconds} s for a step",
-        f"is {calls} calls asking for {seconds} s in all, {-(-seconds * 3 // 2)} s",
-        f"{gpu.SIGNED_IN_QUOTA_SECONDS // 60} for a free account",
+        f"is {calls} calls asking for {seconds} s in all",
+        f'"Free account: {gpu.SIGNED_IN_QUOTA_SECONDS // 60} minutes"',
+        f'"PRO account: {gpu.PRO_QUOTA_SECONDS // 60} minutes',
         f"plus {gpu.SETUP_SECONDS:g} s per call",
         f"at most {gpu.MAX_FIRST_TOKENS:,} of them",
+        f"quota has {gpu.DURATION_FACTOR:g} times its ask left",
+        f"{dispatch.HOST_LAYER_S * 1e3:g} ms of host-side dispatch per decoder layer",
+        f"{gpu.EMBEDDED.t_step * 1e3:.0f} ms a target step",
+        f"{deep.t_step * 1e3:.0f} ms for the 48-layer 14B",
+        f"{gpu.EMBEDDED.t_draft * 1e3:.0f} ms a draft step",
+        f"it asks for {run.seconds} s, so it needs {-(-run.seconds * 3 // 2)} s",
+        f"| {run.seconds} s | {run_14b.seconds} s |",
+    ]
+    recorded = json.loads(root.joinpath("docs/bench/dispatch.json").read_text())["pairs"]
+    best = {p["pair"]: p["best"] for p in recorded}
+    for how in ("eager", "captured", "lookup"):
+        cells = []
+        for pair_name in ("qwen-coder", "qwen-coder-14b"):
+            k, speedup = best[pair_name][how]
+            cells.append(f"{speedup:.2f}× " + ("(K = 0" if k == 0 else f"(K = {k})"))
+        phrases += cells
+    for phrase in phrases:
+        assert phrase in zero, phrase
+
+
+def test_the_workshop_room_arithmetic_is_the_budgets(zero_gpu):
+    """docs/WORKSHOP.md's room of 30: the default run's ask and the runs each quota starts."""
+    from pathlib import Path
+
+    workshop = Path(__file__).resolve().parents[1].joinpath("docs/WORKSHOP.md").read_text()
+    room = workshop[workshop.index("**A room of 30 on ZeroGPU.**") : workshop.index("What to do")]
+    room = re.sub(r"\s+", " ", room)
+    run = requests.Race(parse_run(PROMPT, k="auto"), tuple(range(40))).seconds
+    needed = -(-run * 3 // 2)
+    assert gpu.runs_within(needed - 1, run) == 0 and gpu.runs_within(needed, run) == 1
+    free, pro = (gpu.runs_within(q, run) for q in (300, gpu.PRO_QUOTA_SECONDS))
+    for phrase in (
+        f"asks for {run} s",
+        f"1.5 × {run} = {needed} s left",
+        f"{gpu.runs_within(gpu.QUOTA_SECONDS, run)} runs at least: the second starts with "
+        f"120 − {run} = {120 - run} s left",
+        f"{free} at least: a run starts while {needed} s are left, and 300 − {free - 1} × {run}",
+        f"{30 * free} runs or more",
+        f"{pro} at least",
     ):
-        assert phrase in quotas, phrase
+        assert phrase in room, phrase

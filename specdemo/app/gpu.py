@@ -1,15 +1,17 @@
 """GPU time on ZeroGPU: what each request may ask ``spaces.GPU`` for, and the GPU functions.
 
 On ZeroGPU every GPU call runs in a worker forked from the main process: its arguments and
-every value it returns or yields are pickled, module globals it writes are lost, and it is
-charged against the visitor's daily quota before it starts. So a request (``requests``) is
-parsed, priced and answered from replay in the main process; only the models' work runs under
-``on_gpu``. ``seconds`` budgets a request from the settings the work grows with, and ``check``
-refuses one that does not fit, naming the largest setting that does, before any GPU time is
-asked for: nothing is clamped, so ZeroGPU never aborts a run it was asked too little for.
+every value it returns or yields are pickled, module globals it writes are lost, and it starts
+only if the visitor's daily quota can cover it. So a request (``requests``) is parsed, priced
+and answered from replay in the main process; only the models' work runs under ``on_gpu``.
+``seconds`` budgets a request from the settings the work grows with and the loaded pair's own
+step budgets (``Budget``, from ``dispatch.step_budget``), and ``check`` refuses one that does
+not fit, naming the largest setting that fits, before any GPU time is asked for: nothing is
+clamped, so ZeroGPU never aborts a run it was asked too little for. What ZeroGPU itself
+refuses or aborts reaches the visitor as a sentence (``plain``).
 
-The step times below are a budget, not measurements: ``scripts/gpu_smoke.sh`` measures them on
-a GPU and fails when a measurement exceeds its budget by half.
+The step budgets are an upper bound, not measurements: ``scripts/gpu_smoke.sh`` measures the
+steps on a GPU and fails when a measurement exceeds its budget by half.
 """
 
 import functools
@@ -18,8 +20,11 @@ import math
 import multiprocessing
 import os
 import pickle
+from dataclasses import dataclass
 
-from specdemo import models
+import gradio as gr
+
+from specdemo import dispatch, models
 from specdemo.app.exactness import GREEDY_CHECK_TOKENS
 from specdemo.app.joint import BATCH, EXACT_FIRSTS
 from specdemo.app.settings import LIMITS
@@ -31,22 +36,50 @@ try:  # Hugging Face's ZeroGPU decorator, on Spaces; a no-op off ZeroGPU.
 except ImportError:
     spaces = None
 
-# ZeroGPU refuses a call that asks for more than the visitor's quota left, and charges a call on
-# half an RTX Pro 6000 Blackwell ("large") 1.5 times the seconds asked (spaces 0.51.3). A visitor
-# who is not signed in has 2 minutes a day, so one call may ask for at most 120 / 1.5 s.
-QUOTA_SECONDS = 120  # a day, for a visitor who is not signed in
-SIGNED_IN_QUOTA_SECONDS = 300  # a day, for a free account (PRO: 40 minutes)
-DURATION_FACTOR = 1.5  # seconds charged per second asked, on the default GPU size
+# ZeroGPU (spaces 0.51.3, zero/client.py) admits a call on the default GPU size ("large", half an
+# RTX Pro 6000 Blackwell) only if the visitor's quota left covers the seconds asked times the
+# GPU's duration_factor (1.5); it then charges the seconds the call uses, once ("large" costs 1x
+# quota, "xlarge" 2x: the Hub's ZeroGPU page). So one call may ask for at most 120 / 1.5 s.
+QUOTA_SECONDS = 120  # a day, for visitors who are not signed in (shared per IP address)
+SIGNED_IN_QUOTA_SECONDS = 300  # a day, for a free account
+PRO_QUOTA_SECONDS = 2400  # a day, for a PRO account
+DURATION_FACTOR = 1.5  # admission: quota needed per second asked, on the default GPU size
 
 SETUP_SECONDS = 10.0  # each call: the worker's fork, the pair onto the GPU, the step-cost profile
-T_STEP = 0.04  # a 4-bit 1.5B target step at batch 1, launch-bound (budget)
-T_DRAFT = 0.03  # a 4-bit 0.5B draft step: 24 layers launch nearly as long as 28 (budget)
 VERIFY_STEPS = 1.5  # a verify pass over k + 1 tokens, in target steps (1.3 measured on CPU, k = 3)
 PREFILL_TOKENS_PER_STEP = 256  # prompt tokens one prefill pass takes for the cost of one step
 ALPHA = 0.5  # per draft: below the lowest per-token alpha measured, 0.57 (docs/BENCHMARKS.md)
 DRAW_SECONDS = 1e-5  # one draw of the exactness check's first token (vectorised, budget)
 BATCH_STEPS = 1.5  # a batched one-token pass of joint.BATCH rows, in steps (budget)
 MAX_FIRST_TOKENS = 1024  # distinct first tokens the exactness check pays for on ZeroGPU
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Seconds budgeted on a GPU for one eager step of a pair's target and of its draft (with
+    the drafter's cut head), from each model's depth and bytes (``dispatch.step_budget``)."""
+
+    t_step: float
+    t_draft: float
+
+    @classmethod
+    def of_archs(cls, target: dispatch.Arch, draft: dispatch.Arch) -> "Budget":
+        t_draft = dispatch.step_budget(draft, dispatch.draft_head_rows(draft))
+        return cls(dispatch.step_budget(target), t_draft)
+
+
+# The embedded pair's (Qwen2.5-Coder 1.5B verified by 0.5B), for a request made without a pair.
+EMBEDDED = Budget.of_archs(dispatch.ARCHS["1.5B"], dispatch.ARCHS["0.5B"])
+
+
+def budget_of(pair) -> Budget:
+    """The loaded pair's budget, read from its models' configs; a pair without loaded models
+    (a page still preparing) takes the embedded pair's."""
+    try:
+        target, draft = pair.target.config, pair.draft.config
+    except AttributeError:
+        return EMBEDDED
+    return Budget.of_archs(dispatch.arch_of_config(target), dispatch.arch_of_config(draft))
 
 
 def duration_factor() -> float:
@@ -75,34 +108,40 @@ def max_seconds() -> int:
 # ---------------------------------------------------------------- budgets
 
 
-def prefill_seconds(prompt_tokens: int, t_step: float = T_STEP) -> float:
-    """One prefill pass over the prompt."""
+def prefill_seconds(prompt_tokens: int, t_step: float) -> float:
+    """One prefill pass over the prompt, for a model whose step costs `t_step`."""
     return t_step * (1 + prompt_tokens / PREFILL_TOKENS_PER_STEP)
 
 
 def speculative_seconds(
-    max_new_tokens: int, k: int | str, drafter: str = "model", prompt_tokens: int = 0
+    max_new_tokens: int,
+    k: int | str,
+    drafter: str = "model",
+    prompt_tokens: int = 0,
+    budget: Budget = EMBEDDED,
 ) -> float:
     """One speculative run: both prefills, then rounds of k draft steps and a verify pass, each
     round yielding E[tokens per pass] = (1 - ALPHA^(k+1)) / (1 - ALPHA) tokens (theory).
     Automatic K is charged at the largest K it may choose; prompt lookup drafts for free."""
     k = max(PROFILE_KS) if k == "auto" else k
-    t_draft = 0.0 if drafter == "lookup" else T_DRAFT
+    t_draft = 0.0 if drafter == "lookup" else budget.t_draft
     rounds = max_new_tokens / expected_tokens_per_pass(ALPHA, k)
-    prefill = prefill_seconds(prompt_tokens) + prefill_seconds(prompt_tokens, t_draft)
-    return prefill + rounds * (k * t_draft + VERIFY_STEPS * T_STEP)
+    prefill = prefill_seconds(prompt_tokens, budget.t_step) + prefill_seconds(
+        prompt_tokens, t_draft
+    )
+    return prefill + rounds * (k * t_draft + VERIFY_STEPS * budget.t_step)
 
 
-def target_seconds(max_new_tokens: int, prompt_tokens: int = 0) -> float:
+def target_seconds(max_new_tokens: int, prompt_tokens: int = 0, budget: Budget = EMBEDDED) -> float:
     """One target-only run: the prefill, then a target step per token."""
-    return prefill_seconds(prompt_tokens) + max_new_tokens * T_STEP
+    return prefill_seconds(prompt_tokens, budget.t_step) + max_new_tokens * budget.t_step
 
 
-def race_seconds(config, prompt_tokens: int, with_target: bool = True) -> float:
+def race_seconds(config, prompt_tokens: int, with_target: bool = True, budget=EMBEDDED) -> float:
     """A race: the speculative run, and the target alone unless its run is stored."""
     tokens = config.max_new_tokens
-    spec = speculative_seconds(tokens, config.k, config.drafter, prompt_tokens)
-    return spec + (target_seconds(tokens, prompt_tokens) if with_target else 0.0)
+    spec = speculative_seconds(tokens, config.k, config.drafter, prompt_tokens, budget)
+    return spec + (target_seconds(tokens, prompt_tokens, budget) if with_target else 0.0)
 
 
 def first_tokens(n: int, temperature: float) -> int:
@@ -113,23 +152,26 @@ def first_tokens(n: int, temperature: float) -> int:
     return EXACT_FIRSTS + (2 if temperature == 0 else min(3 * n, MAX_FIRST_TOKENS))
 
 
-def exactness_seconds(config, n: int, prompt_tokens: int) -> float:
+def exactness_seconds(config, n: int, prompt_tokens: int, budget: Budget = EMBEDDED) -> float:
     """The exactness check: two prompt passes and 2n draws of the first token, a batched pass
     of both models per joint.BATCH distinct first tokens and their second-token draws, then the
     greedy check's two runs."""
     # The second rounds (draws whose first draft was rejected) start a batch of their own.
     batches = math.ceil(first_tokens(n, config.temperature) / BATCH) + 1
-    joint = batches * BATCH_STEPS * (T_STEP + T_DRAFT) + 4 * n * DRAW_SECONDS
-    prompts = prefill_seconds(prompt_tokens) + prefill_seconds(prompt_tokens, T_DRAFT)
-    greedy = speculative_seconds(GREEDY_CHECK_TOKENS, config.k, prompt_tokens=prompt_tokens)
-    return prompts + joint + greedy + target_seconds(GREEDY_CHECK_TOKENS, prompt_tokens)
+    steps = budget.t_step + budget.t_draft
+    joint = batches * BATCH_STEPS * steps + 4 * n * DRAW_SECONDS
+    prompts = prefill_seconds(prompt_tokens, budget.t_step)
+    prompts += prefill_seconds(prompt_tokens, budget.t_draft)
+    greedy = speculative_seconds(GREEDY_CHECK_TOKENS, config.k, "model", prompt_tokens, budget)
+    return prompts + joint + greedy + target_seconds(GREEDY_CHECK_TOKENS, prompt_tokens, budget)
 
 
-def step_seconds(config, context_tokens: int) -> float:
+def step_seconds(config, context_tokens: int, budget: Budget = EMBEDDED) -> float:
     """One step-through round: both models' prefill of the context, k draft steps, a verify."""
     k = max(PROFILE_KS) if config.k == "auto" else config.k
-    prefill = prefill_seconds(context_tokens) + prefill_seconds(context_tokens, T_DRAFT)
-    return prefill + k * T_DRAFT + VERIFY_STEPS * T_STEP
+    prefill = prefill_seconds(context_tokens, budget.t_step)
+    prefill += prefill_seconds(context_tokens, budget.t_draft)
+    return prefill + k * budget.t_draft + VERIFY_STEPS * budget.t_step
 
 
 def ask(seconds: float) -> int:
@@ -174,16 +216,111 @@ def sweep_note(calls: int, seconds: int) -> str:
     """What a sweep costs a ZeroGPU visitor, said before it starts ("" off ZeroGPU)."""
     if not limited():
         return ""
-    factor = duration_factor()
-    charged = math.ceil(seconds * factor)
-    fits = "within" if charged <= QUOTA_SECONDS else "more than"
+    fits = "within" if seconds <= QUOTA_SECONDS else "more than"
     return (
         f"On this ZeroGPU Space the default sweep is {calls} GPU calls asking for about "
-        f"{seconds} s in all, {charged} s at this GPU's rate of {factor:g}: {fits} the "
-        f"{QUOTA_SECONDS // 60} GPU minutes a day of a visitor who is not signed in. Sign in to "
-        f"Hugging Face for {SIGNED_IN_QUOTA_SECONDS // 60} minutes a day (a free account); cells "
+        f"{seconds} s in all, {fits} the {QUOTA_SECONDS // 60} GPU minutes a day that visitors "
+        f"who are not signed in share. {admission()} Sign in to Hugging Face for "
+        f"{SIGNED_IN_QUOTA_SECONDS // 60} minutes a day of your own (a free account); cells "
         "already measured replay without the GPU."
     )
+
+
+def admission() -> str:
+    """ZeroGPU's admission and charge rule, as a sentence."""
+    return (
+        f"Each call starts only while the visitor's quota has {duration_factor():g} times its "
+        "ask left, and is charged the seconds it uses."
+    )
+
+
+def ask_note(seconds: int) -> str:
+    """What a request of `seconds` will ask a ZeroGPU visitor for, said before it runs ("" off
+    ZeroGPU)."""
+    if not limited():
+        return ""
+    return (
+        f"On this ZeroGPU Space this run asks for {seconds} s of GPU time: it starts if your "
+        f"daily quota has {math.ceil(seconds * duration_factor())} s left, and is charged the "
+        f"seconds it uses. Visitors who are not signed in share {QUOTA_SECONDS // 60} GPU "
+        "minutes a day per IP address, so a room on one Wi-Fi shares them; signed in, a free "
+        f"account has {SIGNED_IN_QUOTA_SECONDS // 60} minutes a day of its own, PRO "
+        f"{PRO_QUOTA_SECONDS // 60}."
+    )
+
+
+def runs_within(quota: int, seconds: int) -> int:
+    """How many calls of `seconds` a quota of `quota` seconds starts at least: each starts while
+    `duration_factor` times its ask is left, and is charged at most its ask."""
+    needed = math.ceil(seconds * duration_factor())
+    return 0 if quota < needed else 1 + (quota - needed) // seconds
+
+
+# The titles and messages spaces 0.51.3 gives the gr.Error it raises (zero/client.py,
+# zero/wrappers.py).
+NO_GPU_IN_QUEUE = "No GPU was available after 60s"
+NO_GPU = "No GPU was available"
+ABORTED = "GPU task aborted"
+
+
+def plain(error: gr.Error, request) -> gr.Error:
+    """ZeroGPU's own refusal, wait or abort of `request`'s call as a sentence for the visitor;
+    any other error (specdemo's own messages) as it is."""
+    title, message = getattr(error, "title", "") or "", str(error.message)
+    if not title.startswith("ZeroGPU"):
+        return error
+    seconds = request.seconds
+    if NO_GPU in message:
+        said = (
+            "No GPU came free for this run within 60 s: every GPU this Space may use is busy "
+            "with other visitors' runs. Try again in a minute; a run already measured replays "
+            "without a GPU."
+        )
+    elif title == "ZeroGPU illegal duration":
+        said = (
+            f"ZeroGPU refused this run: it asks for {seconds} s of GPU time, more than one call "
+            f"may have. Lower Max new tokens or K. (ZeroGPU: {message})"
+        )
+    elif title in ("ZeroGPU quota exceeded", "ZeroGPU pending credits exceeded"):
+        said = (
+            f"Not enough GPU quota left for this run: it asks for {seconds} s, so it needs "
+            f"{math.ceil(seconds * duration_factor())} s of your daily quota. Visitors who are "
+            f"not signed in share {QUOTA_SECONDS // 60} minutes a day per IP address; sign in to "
+            f"Hugging Face for {SIGNED_IN_QUOTA_SECONDS // 60} minutes of your own, lower Max "
+            f"new tokens, or wait for the quota to refill. (ZeroGPU: {message})"
+        )
+    elif ABORTED in message:
+        said = (
+            f"ZeroGPU stopped this run before it finished (it had asked for {seconds} s of GPU "
+            "time). Nothing of it was kept; try again, and if it stops again, lower Max new "
+            "tokens."
+        )
+    else:
+        said = f"The GPU call for this run failed ({title}: {message}). Try again in a minute."
+    return gr.Error(said, title="GPU time on ZeroGPU")
+
+
+def explained(fn):
+    """`fn(request, ...)` with ZeroGPU's errors reaching the caller as ``plain`` sentences."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def stream(request, *args, **kwargs):
+            try:
+                yield from fn(request, *args, **kwargs)
+            except gr.Error as e:
+                raise plain(e, request) from None
+
+        return stream
+
+    @functools.wraps(fn)
+    def call(request, *args, **kwargs):
+        try:
+            return fn(request, *args, **kwargs)
+        except gr.Error as e:
+            raise plain(e, request) from None
+
+    return call
 
 
 # ---------------------------------------------------------------- GPU functions
@@ -204,7 +341,7 @@ def on_gpu(fn):
         return pickled(fn)
     if spaces is None or not limited():
         return fn
-    return spaces.GPU(duration=lambda request, *_: request.seconds)(fn)
+    return explained(spaces.GPU(duration=lambda request, *_: request.seconds)(fn))
 
 
 def pickled(fn):

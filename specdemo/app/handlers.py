@@ -96,6 +96,21 @@ def generate(
     yield race_outputs(session, request.config, spec, target, show_rejected)
 
 
+def gpu_note(
+    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"], drafter=DEFAULTS["drafter"],
+):  # fmt: skip
+    """What a race at these settings will ask a ZeroGPU visitor for (``gpu.ask_note``; "" off
+    ZeroGPU); settings that do not parse change nothing."""
+    try:
+        request = requests.parse_race(
+            pair, prompt, system, k, auto_k, max_new_tokens=max_new_tokens, drafter=drafter
+        )
+    except ValueError:
+        return gr.skip()
+    return gpu.ask_note(request.seconds)
+
+
 def race_outputs(session: Session, config, spec, target, show_rejected: bool) -> list:
     """A finished race (measured now or replayed), recorded in the session (GENERATE_OUTPUTS)."""
     session.spans = list(spec.spans)

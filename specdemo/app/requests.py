@@ -1,7 +1,8 @@
 """One request type per tab: widget or API values parsed once, in the main process, into a
 frozen, picklable request that carries what the call needs.
 
-A request knows its GPU budget (``seconds``, from ``gpu``), what to say when that does not fit
+A request knows its GPU budget (``seconds``, from ``gpu`` and the loaded pair's step budgets,
+``gpu.budget_of``), what to say when that does not fit
 one ZeroGPU call (``fits``), and for a race its replay keys. The handlers build a request, answer
 it from replay where they can, and hand it to a GPU function (``work``) with nothing else; a
 sweep's id is drawn here, so it stays unique however many GPU workers the cells run in.
@@ -32,10 +33,11 @@ class Race:
     ids: tuple[int, ...]
     since: float = 0.0
     with_target: bool = True  # False when the target-alone run is answered from replay
+    budget: gpu.Budget = gpu.EMBEDDED  # the loaded pair's step budgets
 
     @property
     def seconds(self) -> int:
-        return gpu.ask(gpu.race_seconds(self.config, len(self.ids), self.with_target))
+        return gpu.ask(gpu.race_seconds(self.config, len(self.ids), self.with_target, self.budget))
 
     @property
     def key(self) -> RunConfig:
@@ -52,7 +54,8 @@ class Race:
         config = self.config
 
         def seconds(tokens: int) -> float:
-            return gpu.race_seconds(replace(config, max_new_tokens=tokens), len(self.ids))
+            config_n = replace(config, max_new_tokens=tokens)
+            return gpu.race_seconds(config_n, len(self.ids), budget=self.budget)
 
         n = gpu.largest_tokens(seconds)
         setting = f"K = {config.k} with {DRAFTERS[config.drafter].lower()}"
@@ -71,7 +74,7 @@ def parse_race(
         prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
         auto_k,
     )  # fmt: skip
-    return Race(config, tuple(encode(pair, config)), since)
+    return Race(config, tuple(encode(pair, config)), since, budget=gpu.budget_of(pair))
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,15 @@ class Sweep:
     ids: tuple[int, ...]
     since: float = 0.0
     id: str = ""
+    budget: gpu.Budget = gpu.EMBEDDED
 
     def cells(self) -> list[Race]:
         """Every cell's race, the K values of one temperature together; the target alone is
         charged to the first cell of each temperature, whose run the others replay."""
         return [
-            Race(replace(self.config, temperature=t, k=k), self.ids, self.since, with_target=i == 0)
+            Race(
+                replace(self.config, temperature=t, k=k), self.ids, self.since, i == 0, self.budget
+            )
             for t in self.temperatures
             for i, k in enumerate(self.ks)
         ]
@@ -121,7 +127,8 @@ def parse_sweep(
     )  # fmt: skip
     ks, temperatures = parse_grid(ks, temperatures)
     ids = tuple(encode(pair, config))
-    return Sweep(config, tuple(ks), tuple(temperatures), ids, since, uuid.uuid4().hex[:12])
+    id = uuid.uuid4().hex[:12]
+    return Sweep(config, tuple(ks), tuple(temperatures), ids, since, id, gpu.budget_of(pair))
 
 
 @dataclass(frozen=True)
@@ -134,17 +141,18 @@ class Exactness:
     n: int
     rule: AcceptanceRule
     max_first_tokens: int | None = None
+    budget: gpu.Budget = gpu.EMBEDDED
 
     @property
     def seconds(self) -> int:
-        return gpu.ask(gpu.exactness_seconds(self.config, self.n, len(self.ids)))
+        return gpu.ask(gpu.exactness_seconds(self.config, self.n, len(self.ids), self.budget))
 
     def fits(self) -> str:
         low, high = LIMITS["n"]
 
         def fit(n: int) -> bool:
-            budget = gpu.exactness_seconds(self.config, n, len(self.ids))
-            return gpu.ask(budget) <= gpu.max_seconds()
+            seconds = gpu.exactness_seconds(self.config, n, len(self.ids), self.budget)
+            return gpu.ask(seconds) <= gpu.max_seconds()
 
         n = gpu.largest(fit, low, high)
         if n is None:
@@ -160,7 +168,8 @@ def parse_exactness(
     config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
     bound = gpu.MAX_FIRST_TOKENS if gpu.limited() else None
-    return Exactness(config, tuple(encode(pair, config)), n, rule, bound)
+    ids = tuple(encode(pair, config))
+    return Exactness(config, ids, n, rule, bound, gpu.budget_of(pair))
 
 
 @dataclass(frozen=True)
@@ -169,10 +178,11 @@ class Step:
 
     config: RunConfig
     context_tokens: int
+    budget: gpu.Budget = gpu.EMBEDDED
 
     @property
     def seconds(self) -> int:
-        return gpu.ask(gpu.step_seconds(self.config, self.context_tokens))
+        return gpu.ask(gpu.step_seconds(self.config, self.context_tokens, self.budget))
 
     def fits(self) -> str:
         return "Press Reset to start from a shorter context."
@@ -185,4 +195,4 @@ def parse_step(
     config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
     same = state is not None and (state.prompt, state.system) == (config.prompt, config.system)
     context = len(state.context) if same else len(encode(pair, config))
-    return Step(config, context)
+    return Step(config, context, gpu.budget_of(pair))

@@ -64,9 +64,12 @@ def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
 # ---------------------------------------------------------------- tabs
 
 
-def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict:
+def generate_tab(
+    first: str, examples: list[dict], sweep_note: str = "", gpu_note: str = ""
+) -> dict:
     """The race, its charts and the sweep; components named as the handlers' parameters and
-    outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons."""
+    outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons. `gpu_note`: what a run asks a
+    ZeroGPU visitor for (shown only there)."""
     w = {}
     with gr.Row():
         with gr.Column():
@@ -117,6 +120,7 @@ def generate_tab(first: str, examples: list[dict], sweep_note: str = "") -> dict
             "settings and seed is replayed, with its measured timings",
             elem_id="fresh-run",
         )
+    w["gpu_note"] = gr.Markdown(gpu_note, visible=bool(gpu_note), elem_id="gpu-note")
     with gr.Row(equal_height=True):
         w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_COLORS, "spec-pane")
         w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")

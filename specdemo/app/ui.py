@@ -50,7 +50,8 @@ def build(pair) -> gr.Blocks:
         with gr.Column(visible=not preparing, elem_id="tabs") as tabs:
             session = gr.State(Session(), delete_callback=discard)
             with gr.Tab("Generate"):
-                tab = generate_tab(first, examples, default_sweep_note(pair, first))
+                notes = default_sweep_note(pair, first), default_gpu_note(pair, first)
+                tab = generate_tab(first, examples, *notes)
                 generate = {**tab, "session": session}
             with gr.Tab("Is it exact?"):
                 exact = exact_tab(first)
@@ -69,6 +70,14 @@ def default_sweep_note(pair, prompt: str) -> str:
     if not gpu.limited() or (isinstance(pair, Preparation) and not pair.ready):
         return ""
     return requests.parse_sweep(pair, prompt).note()
+
+
+def default_gpu_note(pair, prompt: str) -> str:
+    """What the default run on `prompt` asks a ZeroGPU visitor for ("" elsewhere, or while the
+    pair is not ready)."""
+    if not gpu.limited() or (isinstance(pair, Preparation) and not pair.ready):
+        return ""
+    return handlers.gpu_note(pair, prompt)
 
 
 def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> None:
@@ -136,6 +145,17 @@ def wire_generate(pair, tab: dict) -> None:
                     trigger="change", progress="minimal"),
     ]  # fmt: skip
     tab["stop"].click(None, cancels=runs, api_visibility="private")
+    if gpu.limited():  # what a run will ask ZeroGPU for, as the settings change
+        names = ("prompt", "system", "k", "auto_k", "max_new_tokens", "drafter")
+        gr.on(
+            [tab[name].change for name in names],
+            functools.partial(handlers.gpu_note, pair),
+            [tab[name] for name in names],
+            tab["gpu_note"],
+            show_progress="hidden",
+            concurrency_limit=None,
+            api_visibility="private",
+        )
     tab["show_rejected"].change(
         handlers.toggle_rejected,
         [tab["show_rejected"], tab["session"]],
