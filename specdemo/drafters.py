@@ -17,8 +17,9 @@ from typing import Protocol
 import torch
 
 from specdemo.draft_step import make_draft_step
-from specdemo.lm import cut_head, vocab_size
+from specdemo.lm import cut_head
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
+from specdemo.vocab import vocab_size
 
 # A draft head over more than 2x this many rows is cut to this many by default: exact either way
 # (``lm.cut_head``), and cheaper per draft step (docs/BENCHMARKS.md, "Levers on the draft step

@@ -12,7 +12,7 @@ import torch
 
 from specdemo.defaults import DEFAULTS, default_drafter
 from specdemo.drafters import Drafter, Proposal, make_drafter
-from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, vocab_size
+from specdemo.lm import Stopwatch, drop_last, eos_ids, forward
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
 from specdemo.rounds import Result, Round, Stats, Step
@@ -27,6 +27,7 @@ from specdemo.sampling import (
 )
 from specdemo.theory import StepCosts
 from specdemo.verify import Verdict, verify, verify_greedy
+from specdemo.vocab import vocab_size
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
 

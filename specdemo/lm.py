@@ -44,15 +44,6 @@ def cut_head(model, rows: int) -> torch.nn.Linear:
     return head
 
 
-def vocab_size(model) -> int:
-    """Token ids the model scores: rows of its output layer, else `config.vocab_size`."""
-    head = model.get_output_embeddings()
-    if head is None:
-        return model.config.vocab_size
-    state = getattr(head.weight, "quant_state", None)  # a bnb 4-bit weight is stored packed
-    return state.shape[0] if state is not None else head.weight.shape[0]
-
-
 def eos_ids(model) -> set[int]:
     """Every EOS id of the model's generation config (an int or a list there)."""
     config = getattr(model, "generation_config", None)

@@ -14,8 +14,9 @@ import weakref
 import torch
 
 from specdemo.draft_step import make_draft_step
-from specdemo.lm import Stopwatch, cut_head, forward, vocab_size
+from specdemo.lm import Stopwatch, cut_head, forward
 from specdemo.theory import StepCosts
+from specdemo.vocab import vocab_size
 
 PROFILE_KS = tuple(range(1, 9))  # the verify widths automatic K chooses among
 PROFILE_CONTEXT = 64  # tokens already in the cache when a step is timed

@@ -1,5 +1,7 @@
 """The step-through on the tiny pair: a growing context, and every kind of round explained."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -24,6 +26,35 @@ def test_step_through_advances_the_context(pair):
     assert "Draft" in draft and "one" in verify and ("rejected" in accept or "bonus" in accept)
     restarted, _, _ = stepping.next_round(pair, parse_run("Another prompt", k=3), state2)
     assert restarted.rounds == 1
+
+
+@pytest.mark.parametrize(
+    "steps, draft_ms, verify_ms, t_step_ms, draft_says, verify_says",
+    [
+        # Figures as an idle machine gives them: the textbook wording holds.
+        (4, 120, 90, 80, "Draft steps are cheap", "about the price of a single ordinary token"),
+        # A busy machine: 4 draft steps took 3442 ms beside a verify of 838 ms.
+        (4, 3442, 838, 300, "were not cheap", "2.8 ordinary steps' worth"),
+        (4, 240, 90, 15, "barely were: 4 took 240 ms, 60 ms each, 67%", "no cheaper than 5"),
+    ],
+)
+def test_the_step_notes_follow_the_figures_beside_them(
+    pair, steps, draft_ms, verify_ms, t_step_ms, draft_says, verify_says
+):
+    config = parse_run(PROMPT, k=4, temperature=1.0, drafter="model")
+    _, r, _ = stepping.next_round(pair, config, None)
+    r = dataclasses.replace(
+        r, draft_steps=steps, draft_time=draft_ms / 1000, verify_time=verify_ms / 1000,
+        draft=r.draft[:4] + [r.draft[0]] * (4 - len(r.draft)), source="model",
+    )  # fmt: skip
+    draft, verify, _ = stepping.round_markdown(r, pair.tokenizer, config, t_step_ms / 1000)
+    assert draft_says in draft and verify_says in verify
+    textbook = ("Draft steps are cheap", "about the price")
+    contradicted = textbook if draft_says != "Draft steps are cheap" else ()
+    for wording in contradicted:
+        assert wording not in draft + verify
+    _, unmeasured, _ = stepping.round_markdown(r, pair.tokenizer, config)
+    assert "price" not in unmeasured and "ordinary" not in unmeasured
 
 
 def test_the_same_seed_replays_the_same_round(pair):

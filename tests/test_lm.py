@@ -7,6 +7,7 @@ import torch
 from conftest import tiny_model
 
 from specdemo import lm
+from specdemo.vocab import vocab_size
 
 
 def test_a_cut_head_gives_the_first_rows_of_the_full_logits_and_shares_the_weights():
@@ -34,7 +35,7 @@ def test_forward_continues_a_cache_and_drop_last_forgets_tokens():
 
 def test_vocab_size_and_eos_ids_read_the_model():
     model = tiny_model("qwen2", seed=0, vocab=256)
-    assert lm.vocab_size(model) == 256
+    assert vocab_size(model) == 256
     model.generation_config = SimpleNamespace(eos_token_id=[3, 7])
     assert lm.eos_ids(model) == {3, 7}
     model.generation_config = SimpleNamespace(eos_token_id=3)

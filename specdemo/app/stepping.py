@@ -177,8 +177,51 @@ def round_rows(r: Round, tokenizer) -> list[list]:
     return rows
 
 
-def round_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, str]:
-    """Plain-language notes on the round's three phases: draft, verify, accept/reject."""
+def draft_cost(steps: int, seconds: float, verify_seconds: float) -> str:
+    """The draft steps' cost beside the verify pass's, in words chosen from the two figures."""
+    each, share = seconds / max(steps, 1), seconds / max(steps, 1) / verify_seconds
+    figures = f"{steps} took {1000 * seconds:.0f} ms, {1000 * each:.0f} ms each"
+    if share <= 0.5:
+        verify = f"{1000 * verify_seconds:.0f} ms"
+        return f"Draft steps are cheap: {figures}, against {verify} for the verify pass."
+    if share < 1:
+        return (
+            f"Draft steps are meant to be cheap, and these barely were: {figures}, "
+            f"{share:.0%} of the verify pass."
+        )
+    return (
+        f"These draft steps were not cheap: {figures}, each more than the whole verify pass "
+        f"({1000 * verify_seconds:.0f} ms). At such costs drafting cannot pay; a busy machine "
+        "can slow one pass more than another."
+    )
+
+
+def verify_cost(k: int, seconds: float, t_step: float | None) -> str:
+    """The end of the verify sentence: the pass's price in ordinary target steps (`t_step`, the
+    profile's; None: not measured), in words chosen from the figures."""
+    if not t_step:
+        return "."
+    steps = seconds / t_step
+    one = f"one ordinary target step takes {1000 * t_step:.0f} ms here"
+    if steps <= 1.3:
+        return f": about the price of a single ordinary token ({one})."
+    if steps < k + 1:
+        return (
+            f": {steps:.1f} ordinary steps' worth ({one}), still less than the {k + 1} steps "
+            "that tokens one at a time would cost."
+        )
+    return (
+        f": {steps:.1f} ordinary steps' worth ({one}), no cheaper than {k + 1} tokens one at a "
+        "time, so this round saved nothing (a busy machine can do this)."
+    )
+
+
+def round_markdown(
+    r: Round, tokenizer, config: RunConfig, t_step: float | None = None
+) -> tuple[str, str, str]:
+    """Plain-language notes on the round's three phases: draft, verify, accept/reject. Every
+    comparison is chosen from the figures printed beside it; `t_step` is one plain target
+    step's measured seconds (``profile.costs_for``), None when not measured."""
 
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"
@@ -207,13 +250,12 @@ def round_markdown(r: Round, tokenizer, config: RunConfig) -> tuple[str, str, st
         )
         draft = (
             f"{guessed} {r.k} tokens one after another, each drawn from its own distribution q: "
-            f"{drafts}. Draft steps are cheap: {r.draft_steps} took "
-            f"{1000 * r.draft_time:.0f} ms."
+            f"{drafts}. {draft_cost(r.draft_steps, r.draft_time, r.verify_time)}"
         )
     verify = (
         f"The big target model read the context plus all {r.k} guesses in **one** forward "
         f"pass ({1000 * r.verify_time:.0f} ms). That pass gives the target's own distribution p "
-        f"at all {r.k + 1} positions at once — about the price of a single ordinary token."
+        f"at all {r.k + 1} positions at once{verify_cost(r.k, r.verify_time, t_step)}"
     )
     greedy = config.temperature == 0
     if greedy:

@@ -19,6 +19,7 @@ from specdemo.app.errors import user_errors
 from specdemo.app.gpu import on_gpu
 from specdemo.app.requests import Exactness, Race, Step
 from specdemo.engine import make_generator
+from specdemo.profile import costs_for
 from specdemo.text import token_labels
 
 STREAM_EVERY = 0.1  # seconds between streamed runs (a slow round streams every round)
@@ -88,9 +89,10 @@ def run_step(pair, request: Step, state) -> list:
     with user_errors():
         state, r, scope = stepping.next_round(pair, config, state)
     tokenizer = pair.tokenizer
+    t_step = costs_for(pair.target).t_step  # measured once per target (the warm-up does it)
     return [
         list(state.spans),
-        *stepping.round_markdown(r, tokenizer, config),
+        *stepping.round_markdown(r, tokenizer, config, t_step),
         stepping.round_rows(r, tokenizer),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
         *microscope.figures(scope),

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch
 
-from specdemo.lm import vocab_size
 from specdemo.models import int4
 from specdemo.models.convert import (
     bnb_config,
@@ -42,6 +41,7 @@ from specdemo.models.pairs import (
     resolve_precision,
 )
 from specdemo.models.progress import Progress, report
+from specdemo.vocab import vocab_size
 
 # English, code, indentation and non-ASCII: where tokenizers of different families part ways.
 PROBE_TEXT = "def add(a, b):\n    return a + b  # café ✓"
