@@ -1,7 +1,7 @@
 """The web demo: serve the page at once, load and warm up the model pair behind it.
 
 The page shows the preparation's stages until the pair is ready, then becomes the app (see
-specdemo.app.preparing); the log gets the same stages as lines. `python app.py` honours
+specdemo.app.page.preparing); the log gets the same stages as lines. `python app.py` honours
 SPECDEMO_PAIR / SPECDEMO_PRECISION / SPECDEMO_DEVICE (see specdemo.models) and Gradio's own
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT.
 """
@@ -12,7 +12,7 @@ except ImportError:
     pass
 
 from specdemo import models
-from specdemo.app import preparing, ui
+from specdemo.app.page import preparing, ui
 
 if __name__ == "__main__":
     preparation = preparing.Preparation(console=models.ProgressBars())

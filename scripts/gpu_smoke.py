@@ -9,7 +9,7 @@ matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and
 generation; (4) every model handler on the device, each value it yields or returns pickled and
 unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5) step
 costs of random-weight models of the real target and draft architectures in 4-bit, against the
-budgets specdemo.app.gpu derives for that pair (gpu.budget_of), the draft step eager against a
+budgets specdemo.app.page.gpu derives for that pair (gpu.budget_of), the draft step eager against a
 captured CUDA graph (logits and time), and the K automatic K picks at those costs; (6) a trimmed
 scripts/gpu_bench.sh, its summary under OUT/bench (default OUT: bench_out/gpu-smoke); (7) that
 random pair loaded as a ZeroGPU Space loads its pair: in a fresh process with
@@ -237,7 +237,7 @@ def check_tiny_pair(run: Run) -> list[Outcome]:
 
 def check_handlers(run: Run) -> list[Outcome]:
     """Each handler in its own row, so one that fails hides none of the others."""
-    from specdemo.app import handlers
+    from specdemo.app.page import handlers
 
     pair = tiny_pair(run.device)
     calls = {
@@ -270,7 +270,7 @@ def check_handlers(run: Run) -> list[Outcome]:
 
 def check_step_costs(run: Run) -> list[Outcome]:
     from specdemo import bench
-    from specdemo.app import gpu
+    from specdemo.app.page import gpu
     from specdemo.models import load_pair, warm_up
     from specdemo.profile import PROFILE_KS, synthetic_context
 
@@ -346,11 +346,11 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
 
 
 def step_cost_outcomes(costs, judged: bool, budget=None) -> list[Outcome]:
-    """`costs` (a StepCosts) beside the budgets specdemo.app.gpu asks ZeroGPU for, for the pair
+    """`costs` (a StepCosts) beside the budgets specdemo.app.page.gpu asks ZeroGPU for, for the pair
     measured (`budget`, a ``gpu.Budget``; None: the embedded pair's); each fails above SLACK
     times its budget. A verify pass has two budgets, VERIFY_STEPS target steps and
     VERIFY_STEPS * t_step seconds, and fails above either."""
-    from specdemo.app.gpu import EMBEDDED, VERIFY_STEPS
+    from specdemo.app.page.gpu import EMBEDDED, VERIFY_STEPS
 
     T_STEP, T_DRAFT = (budget or EMBEDDED).t_step, (budget or EMBEDDED).t_draft
 
@@ -397,7 +397,7 @@ ZEROGPU_LOAD = """
 import os, sys, time
 import spaces  # first, as app.py imports it
 from spaces.zero import torch as zero_torch
-from specdemo.app import gpu
+from specdemo.app.page import gpu
 from specdemo.models import load_pair
 start = time.perf_counter()
 pair = load_pair(target=sys.argv[1], draft=sys.argv[2], precision="4bit", device="auto")

@@ -5,7 +5,7 @@
 # Versions and compute dtype, a bitsandbytes NF4 layer against its dequantised matmul, the tiny
 # pair in 4-bit on CUDA, every app handler with its values pickled, the step costs of the real
 # architectures (random weights, built by scripts/make_random_pair.py) against the budgets that
-# specdemo/app/gpu.py derives for that pair, a trimmed scripts/gpu_bench.sh (its summary in
+# specdemo/app/page/gpu.py derives for that pair, a trimmed scripts/gpu_bench.sh (its summary in
 # OUT/bench, default OUT bench_out/gpu-smoke), and that pair loaded as a ZeroGPU Space loads its
 # pair (spaces imported first, SPACES_ZERO_GPU=true, no GPU call). Every check runs; one table
 # (check | result | figure) ends the output and the exit status is 1 when any check failed. scripts/gpu_smoke.py has the details.

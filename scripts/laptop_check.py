@@ -19,8 +19,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdemo.app import handlers, race  # noqa: E402
-from specdemo.app.session import Session  # noqa: E402
+from specdemo.app.generate import race
+from specdemo.app.page import handlers
+from specdemo.app.page.session import Session  # noqa: E402
 from specdemo.app.settings import load_examples  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 from specdemo.profile import costs_for  # noqa: E402

@@ -21,7 +21,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 from room_check import start_app
 
-from specdemo.app.costs import NOISE
+from specdemo.app.generate.costs import NOISE
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 VERIFY = re.compile(r"verifying (\d+) tokens \(K = (\d+)\) costs ([\d.]+) target steps")

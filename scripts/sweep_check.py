@@ -11,8 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdemo.app import costs, handlers, race  # noqa: E402
-from specdemo.app.session import Session  # noqa: E402
+from specdemo.app.generate import costs, race
+from specdemo.app.page import handlers
+from specdemo.app.page.session import Session  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from specdemo.app import charts, costs, session_charts
-from specdemo.app.run_record import TIME_PARTS, RunRecord
+from specdemo.app import charts
+from specdemo.app.generate import costs, session_charts
+from specdemo.app.generate.run_record import TIME_PARTS, RunRecord
 from specdemo.theory import expected_speedup, expected_tokens_per_pass
 
 # One run: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a verify pass that costs 1.2

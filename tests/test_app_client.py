@@ -17,8 +17,8 @@ import pytest
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
-from specdemo.app import costs
-from specdemo.app.run_record import RunRecord
+from specdemo.app.generate import costs
+from specdemo.app.generate.run_record import RunRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "Write a Python function that checks whether a number is prime."

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdemo.app import exactness, joint
 from specdemo.app.config import encode, parse_run
+from specdemo.app.exact import exactness, joint
 from specdemo.engine import make_generator
 from specdemo.sampling import RULES
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 from test_app_config import BAD_INPUT, PROMPT, VALID
 
-from specdemo.app import handlers
-from specdemo.app.session import Session, discard
+from specdemo.app.page import handlers
+from specdemo.app.page.session import Session, discard
 from specdemo.text import MAX_PROMPT_TOKENS
 
 SPEC_LABELS = {"accepted", "resampled", "bonus", "rejected"}

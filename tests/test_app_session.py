@@ -5,8 +5,8 @@ import json
 import os
 from dataclasses import replace
 
-from specdemo.app.run_record import RunRecord
-from specdemo.app.session import RESULT_COLUMNS, Session, discard, export, results_table
+from specdemo.app.generate.run_record import RunRecord
+from specdemo.app.page.session import RESULT_COLUMNS, Session, discard, export, results_table
 
 # 30 tokens/s against 20: a speedup of 1.5.
 ROW = RunRecord(

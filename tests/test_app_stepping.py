@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from specdemo import drafters
-from specdemo.app import charts, microscope, numbers, stepping
+from specdemo.app import charts, numbers
 from specdemo.app.config import parse_run
+from specdemo.app.step import microscope, stepping
 from specdemo.rounds import Round
 from specdemo.text import token_labels
 

@@ -7,7 +7,7 @@ import inspect
 import gradio as gr
 import pytest
 
-from specdemo.app import handlers, ui
+from specdemo.app.page import handlers, ui
 
 HANDLERS = {
     "generate": (handlers.generate, handlers.GENERATE_OUTPUTS),

@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specdemo.app.exactness import MIN_EXPECTED, SUSPICIOUS, chi2_bins, chi2_pvalue
+from specdemo.app.exact.exactness import MIN_EXPECTED, SUSPICIOUS, chi2_bins, chi2_pvalue
 
 N = 20_000  # draws per check, as in the app
 CHECKS = 3_000  # simulated exact checks per shape

@@ -8,7 +8,7 @@ import torch
 from test_app_config import PROMPT
 
 from specdemo import generate
-from specdemo.app import handlers
+from specdemo.app.page import handlers
 
 
 def test_the_emulation_catches_a_tensor_built_without_a_device(pair, meta_default):

@@ -16,7 +16,7 @@ import torch
 from conftest import ToyLM, ToyStaticCache, toy_tables
 
 from specdemo import draft_step, engine
-from specdemo.app import exactness
+from specdemo.app.exact import exactness
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK

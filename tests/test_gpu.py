@@ -91,7 +91,7 @@ def test_with_the_spaces_package_the_app_serves_on_a_cpu():
     pytest.importorskip("spaces")
     code = """
 import spaces
-from specdemo.app import gpu, handlers, ui
+from specdemo.app.page import gpu, handlers, ui
 from specdemo.models import load_pair
 pair = load_pair()  # on the CPU
 assert gpu.spaces is spaces

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdemo.app import gpu
+from specdemo.app.page import gpu
 from specdemo.theory import StepCosts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo.app import exactness, handlers, joint
 from specdemo.app.config import encode, parse_run
+from specdemo.app.exact import exactness, joint
+from specdemo.app.page import handlers
 from specdemo.engine import make_generator
 from specdemo.models import convert, int4, kernels, load_pair, pairs
 from specdemo.models.kernels import KernelChoice

@@ -597,7 +597,7 @@ def test_default_pair_greedy_reports_where_it_parts_from_the_target(default_pair
     float32; in 4-bit the batched verify can round a near-tie the other way. The check reports
     the first difference and the target's top-two logit gap there, which must be a near-tie."""
     from specdemo.app.config import parse_run
-    from specdemo.app.exactness import greedy_check
+    from specdemo.app.exact.exactness import greedy_check
 
     check = greedy_check(default_pair, parse_run(prompt, k=4))
     if check.identical:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from specdemo import models
-from specdemo.app.handlers import model_markdown
+from specdemo.app.page.handlers import model_markdown
 from specdemo.models import kernels, load
 from specdemo.models.kernels import KernelChoice, fallback_precision
 

@@ -16,7 +16,7 @@ from gradio_client.exceptions import AppError
 from test_app_client import PROMPT, ROOT, connect, free_port
 
 from specdemo import models
-from specdemo.app import handlers, preparing, ui
+from specdemo.app.page import handlers, preparing, ui
 
 STEP = {"prompt": PROMPT, "k": 3, "temperature": 1.0, "seed": 0, "drafter": "model"}
 

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from test_app_client import GENERATE, PROMPT, SWEEP, connect, free_port, serve_app
 
-from specdemo.app import handlers, replay, ui
-from specdemo.app.session import Session
-from specdemo.app.ui import SESSIONS_KEPT
+from specdemo.app.page import handlers, replay, ui
+from specdemo.app.page.session import Session
+from specdemo.app.page.ui import SESSIONS_KEPT
 
 RUN = {"k": 3, "auto_k": False, "temperature": 1.0, "max_new_tokens": 24, "seed": 5}
 

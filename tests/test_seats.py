@@ -10,7 +10,7 @@ import time
 import pytest
 from test_browser import PAIR, browser  # noqa: F401 (browser: the shared fixture)
 
-from specdemo.app import ui
+from specdemo.app.page import ui
 
 SPEC_LABELS = ("accepted", "resampled", "bonus", "rejected", "target")
 PHONE = {"width": 390, "height": 844}

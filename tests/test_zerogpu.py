@@ -13,8 +13,8 @@ import gradio as gr
 import pytest
 from test_app_config import PROMPT
 
-from specdemo.app import gpu, handlers, replay, requests, work
 from specdemo.app.config import RunConfig, parse_run
+from specdemo.app.page import gpu, handlers, replay, requests, work
 from specdemo.app.settings import LIMITS
 
 
@@ -128,7 +128,7 @@ def test_a_handler_refuses_before_any_gpu_time_is_asked(
 
 
 def test_the_exactness_check_refuses_first_tokens_beyond_its_budget(pair):
-    from specdemo.app.joint import measure_pairs
+    from specdemo.app.exact.joint import measure_pairs
     from specdemo.engine import make_generator
 
     config = parse_run(PROMPT, temperature=2.0)
@@ -384,7 +384,7 @@ def test_the_exactness_check_and_a_step_run_in_a_fresh_fork(pair, forked):
 
 
 def test_a_bad_request_in_a_fork_reaches_the_user_as_its_message(pair, forked):
-    from specdemo.app.stepping import STEP_LIMIT, StepState
+    from specdemo.app.step.stepping import STEP_LIMIT, StepState
 
     full = StepState(PROMPT, "", tuple(range(STEP_LIMIT + 10)), 10)
     with pytest.raises(gr.Error, match="Step-through stops after"):

@@ -13,11 +13,14 @@ import time
 from collections.abc import Iterator
 from types import SimpleNamespace
 
-from specdemo.app import charts, joint, microscope, race, stepping
-from specdemo.app import exactness as exact
+from specdemo.app import charts
 from specdemo.app.errors import user_errors
-from specdemo.app.gpu import on_gpu
-from specdemo.app.requests import Exactness, Race, Step
+from specdemo.app.exact import exactness as exact
+from specdemo.app.exact import joint
+from specdemo.app.generate import race
+from specdemo.app.page.gpu import on_gpu
+from specdemo.app.page.requests import Exactness, Race, Step
+from specdemo.app.step import microscope, stepping
 from specdemo.engine import make_generator
 from specdemo.profile import costs_for
 from specdemo.text import token_labels

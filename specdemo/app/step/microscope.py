@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
-from specdemo.app.stepping import Microscope
+from specdemo.app.step.stepping import Microscope
 from specdemo.render import COLORS
 from specdemo.rounds import Round
 from specdemo.text import token_text

@@ -13,9 +13,9 @@ from statistics import mean
 
 import plotly.graph_objects as go
 
-from specdemo.app import costs
 from specdemo.app.charts import FOOT, PALETTE, layout, placeholder
-from specdemo.app.run_record import TIME_PARTS, RunRecord
+from specdemo.app.generate import costs
+from specdemo.app.generate.run_record import TIME_PARTS, RunRecord
 from specdemo.render import COLORS
 
 AUTO = "auto K, at the mean K it chose"

@@ -11,8 +11,8 @@ sweep's id is drawn here, so it stays unique however many GPU workers the cells 
 import uuid
 from dataclasses import dataclass, replace
 
-from specdemo.app import gpu
 from specdemo.app.config import RunConfig, encode, parse_grid, parse_rule, parse_run, parse_samples
+from specdemo.app.page import gpu
 from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,

@@ -12,12 +12,12 @@ import inspect
 
 import gradio as gr
 
-from specdemo.app import gpu, handlers, requests, work
-from specdemo.app.preparing import Preparation
-from specdemo.app.session import Session, discard
+from specdemo.app.page import gpu, handlers, requests, work
+from specdemo.app.page.preparing import Preparation
+from specdemo.app.page.session import Session, discard
+from specdemo.app.page.style import CSS, INTRO, LARGE_TEXT_JS, THEME
+from specdemo.app.page.tabs import exact_tab, generate_tab, step_tab
 from specdemo.app.settings import load_examples
-from specdemo.app.style import CSS, INTRO, LARGE_TEXT_JS, THEME
-from specdemo.app.tabs import exact_tab, generate_tab, step_tab
 
 __all__ = ["CSS", "QUEUE_SIZE", "SESSIONS_KEPT", "THEME", "build"]  # for launch()
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specdemo.app.exactness import MIN_EXPECTED, chi2_pvalue
+from specdemo.app.exact.exactness import MIN_EXPECTED, chi2_pvalue
 from specdemo.drafters import draft_head
 from specdemo.lm import forward
 from specdemo.sampling import (

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
 
-from specdemo.app.run_record import RunRecord
+from specdemo.app.generate.run_record import RunRecord
 from specdemo.theory import StepCosts, expected_speedup
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)

@@ -18,11 +18,11 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-from specdemo.app import gpu
 from specdemo.app.config import RunConfig
-from specdemo.app.race import SpecRun, TargetRun
-from specdemo.app.requests import Race, Sweep
-from specdemo.app.run_record import RunRecord
+from specdemo.app.generate.race import SpecRun, TargetRun
+from specdemo.app.generate.run_record import RunRecord
+from specdemo.app.page import gpu
+from specdemo.app.page.requests import Race, Sweep
 
 KEPT = 64  # entries per store; a race of 1,024 tokens holds about 0.5 MB, mostly its spans
 

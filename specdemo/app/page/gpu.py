@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specdemo import dispatch, models
-from specdemo.app.exactness import GREEDY_CHECK_TOKENS
-from specdemo.app.joint import BATCH, EXACT_FIRSTS
+from specdemo.app.exact.exactness import GREEDY_CHECK_TOKENS
+from specdemo.app.exact.joint import BATCH, EXACT_FIRSTS
 from specdemo.app.settings import LIMITS
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import expected_tokens_per_pass

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 import torch
 from scipy.stats import chisquare
 
-from specdemo.app.comparison import common_prefix
 from specdemo.app.config import RunConfig, encode
-from specdemo.app.race import last, run_speculative, run_target
+from specdemo.app.generate.comparison import common_prefix
+from specdemo.app.generate.race import last, run_speculative, run_target
 from specdemo.drafters import draft_head
 from specdemo.engine import make_generator
 from specdemo.lm import forward

@@ -18,7 +18,8 @@ from collections.abc import Callable
 import gradio as gr
 
 from specdemo import models
-from specdemo.app import handlers, race
+from specdemo.app.generate import race
+from specdemo.app.page import handlers
 
 ENV_DELAY = "SPECDEMO_PREPARE_DELAY"
 WARM_UP = "warm up"

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 
 from specdemo.app.config import RunConfig
-from specdemo.app.race import SpecRun, TargetRun
+from specdemo.app.generate.race import SpecRun, TargetRun
 from specdemo.policy import Acceptance
 from specdemo.theory import StepCosts, expected_tokens_per_pass
 

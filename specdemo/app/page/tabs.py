@@ -4,8 +4,11 @@
 
 import gradio as gr
 
-from specdemo.app import charts, comparison, costs, handlers, microscope, session_charts
-from specdemo.app.session import RESULT_COLUMNS
+from specdemo.app import charts
+from specdemo.app.generate import comparison, costs, session_charts
+from specdemo.app.page import handlers
+from specdemo.app.page.session import RESULT_COLUMNS
+from specdemo.app.page.style import EXACT_INTRO, SPEC_COLORS, STEP_INTRO
 from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
@@ -14,8 +17,8 @@ from specdemo.app.settings import (
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
 )
-from specdemo.app.stepping import STEP_COLUMNS
-from specdemo.app.style import EXACT_INTRO, SPEC_COLORS, STEP_INTRO
+from specdemo.app.step import microscope
+from specdemo.app.step.stepping import STEP_COLUMNS
 from specdemo.defaults import default_drafter
 from specdemo.models.pairs import resolve_device
 from specdemo.render import COLORS

@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specdemo.app.replay import SweepPlan
-from specdemo.app.run_record import RunRecord
+from specdemo.app.generate.run_record import RunRecord
+from specdemo.app.page.replay import SweepPlan
 from specdemo.app.settings import DRAFTERS
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on

@@ -6,7 +6,7 @@ measurement).
 import time
 
 from specdemo.app.config import RunConfig
-from specdemo.app.race import SpecRun, TargetRun
+from specdemo.app.generate.race import SpecRun, TargetRun
 
 SAME_DISTRIBUTION_NOTE = (
     "Both runs use the same seed. With temperature above 0 the two answers are different "

@@ -14,22 +14,15 @@ import time
 
 import gradio as gr
 
-from specdemo.app import (
-    charts,
-    comparison,
-    costs,
-    gpu,
-    microscope,
-    replay,
-    requests,
-    session_charts,
-    work,
-)
+from specdemo.app import charts
 from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
-from specdemo.app.run_record import RunRecord
-from specdemo.app.session import Session, export, results_table
+from specdemo.app.generate import comparison, costs, session_charts
+from specdemo.app.generate.run_record import RunRecord
+from specdemo.app.page import gpu, replay, requests, work
+from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
+from specdemo.app.step import microscope
 
 CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"

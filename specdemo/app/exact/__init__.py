@@ -1,0 +1,7 @@
+"""Is it exact? The acceptance rule's output checked against the target's own distribution.
+
+Open ``exactness.py`` first: ``measure`` draws the first token many times with speculative
+decoding and from p, and runs a χ² test and the greedy check; ``joint`` does the same for the
+first two tokens together, batched. The lesson: exact acceptance sampling reproduces p, and a
+broken rule fails the same test.
+"""

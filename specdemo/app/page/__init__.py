@@ -1,0 +1,8 @@
+"""The page that serves the lessons: layout, events, GPU time and the visitor's session.
+
+Open ``ui.py`` first: ``build`` lays out the page (``tabs``, ``style``) and wires each button to
+a handler. ``handlers`` are plain functions from widget values to outputs; each parses a
+request (``requests``), prices it for ZeroGPU (``gpu``), answers it from stored runs where it
+can (``replay``) and hands the rest to a GPU function (``work``). ``session`` keeps a visitor's
+runs; ``preparing`` shows the page while the pair loads.
+"""
