@@ -62,7 +62,8 @@ CONSTANTS = ("HBM_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S", "NF4_BYTES_P
 HOST_LAYER_S = 1.5e-3  # host-side dispatch per decoder layer: 1.46-1.53 ms measured on a 2-core
 #   CPU (docs/bench/dispatch.json); a datacenter host dispatches faster, so this is an upper bound
 OPS_PER_LAYER, OPS_FIXED = 39, 17  # non-view ops of a one-token pass (`count_kernels`), exactly
-#   affine in depth: 36 a layer + 17 in bf16 (docs/bench/dispatch.json), 39 + 17 in 4-bit NF4
+#   affine in depth: 36 a layer + 17 in bf16 and in NF4 dequantised per call (docs/bench/
+#   dispatch.json, AVX2), 39 + 17 in NF4 on bitsandbytes' fused AVX512-BF16 kernel
 
 # Per-token acceptance, greedy, measured on the embedded pair only (other pairs: assumed equal):
 ALPHA_MEASURED_ON = "qwen-coder"

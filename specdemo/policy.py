@@ -16,7 +16,7 @@ from specdemo.rounds import Round
 from specdemo.theory import StepCosts
 
 # Before any round: a prior acceptance rate per source and how many observations it is worth,
-# tuned in a simulation of whole requests (docs/BENCHMARKS.md, "Automatic K and hybrid drafting").
+# tuned in a simulation of whole requests (docs/bench/auto-k.md).
 PRIOR = {"model": 0.7, "lookup": 0.6}
 PRIOR_WEIGHT = 2.0
 POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweighs the pooled one

@@ -1,21 +1,20 @@
 """The app in headless Chromium: coloured panes, struck-through rejections, plots, Stop, and
 charts that stay readable on a phone.
 
-Also takes full-page screenshots; SPECDEMO_SCREENSHOT=assets/screenshot.png with
-SPECDEMO_PAIR=qwen-coder retakes the README's on the embedded pair (the tiny pair otherwise), and
-SPECDEMO_SCREENSHOT_PHONE=path keeps the phone's.
+Also runs scripts/screenshot.py, which retakes the README's screenshots, on the tiny pair.
 """
 
 import itertools
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
-from test_app_client import serve_app
+from test_app_client import ROOT, serve_app
 
 from specdemo.render import COLORS
 
@@ -160,8 +159,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
         "document.querySelectorAll('#kept-plot .scatterlayer .point').length >= 9"
     )
     settled_plots(page)  # no progress overlay, and every chart drawn, for the screenshot
-    # SPECDEMO_SCREENSHOT=assets/screenshot.png SPECDEMO_PAIR=qwen-coder retakes the README's.
-    shot = Path(os.environ.get("SPECDEMO_SCREENSHOT", tmp_path / "screenshot.png"))
+    shot = tmp_path / "screenshot.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
 
@@ -319,8 +317,6 @@ def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path)
     shot = tmp_path / "phone.png"
     phone.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
-    if path := os.environ.get("SPECDEMO_SCREENSHOT_PHONE"):
-        shutil.copyfile(shot, path)
 
     phone.set_viewport_size(DESKTOP)
     plots = settled_plots(phone)
@@ -346,5 +342,20 @@ def test_on_a_phone_the_microscope_stacks_and_no_label_meets_another(phone, tmp_
     shot = tmp_path / "phone-step.png"
     phone.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
-    if path := os.environ.get("SPECDEMO_SCREENSHOT_PHONE_STEP"):
-        shutil.copyfile(shot, path)
+
+
+def test_the_screenshot_script_retakes_the_readmes_shots(tmp_path):
+    """scripts/screenshot.py on the tiny pair: a finished race at desktop width, full page, and
+    on a phone down to the race's chart, both PNGs of those widths."""
+    script = ROOT / "scripts" / "screenshot.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--pair", "tiny", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+        env={**os.environ, "SPECDEMO_PRECISION": "fp32"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    for name, viewport in (("screenshot.png", DESKTOP), ("screenshot-phone.png", PHONE)):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = (int.from_bytes(png[i : i + 4], "big") for i in (16, 20))
+        assert width == viewport["width"] and height > viewport["height"] // 2

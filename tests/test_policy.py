@@ -118,9 +118,9 @@ def test_a_hybrid_drafts_with_its_model_when_copies_are_not_worth_verifying():
     assert policy.choose_source(("lookup",)) == ("lookup", 0)
 
 
-# A launch-bound GPU with eager steps (docs/BENCHMARKS.md, "GPU (predicted from the dispatch
-# model)"): the 24-layer draft costs 0.86 of the 28-layer target's step, and a verify pass over
-# k + 1 tokens about 8% more per token than a plain step.
+# A launch-bound GPU with eager steps (docs/bench/gpu.md, the dispatch model): the 24-layer draft
+# costs 0.86 of the 28-layer target's step, and a verify pass over k + 1 tokens about 8% more
+# per token than a plain step.
 LAUNCH_BOUND = StepCosts(
     t_step=1.0, t_draft=0.86, t_verify={k: 1.0 + 0.08 * k for k in range(1, 9)}
 )
