@@ -1,6 +1,6 @@
 """Retake the README's screenshots from the app as it is: `python app.py` on the embedded pair,
-one finished race at desktop width (assets/screenshot.png) and the same page on a phone
-(assets/screenshot-phone.png).
+one finished race at desktop width (assets/screenshot.png) and its outcome, the comparison table
+and the rounds chart, on a phone (assets/screenshot-phone.png).
 
 Usage: python scripts/screenshot.py [--pair qwen-coder] [--out assets] [--no-phone]
 
@@ -11,15 +11,12 @@ race reports the step costs measured while it ran.
 """
 
 import argparse
-import contextlib
-import os
 import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from served_app import NotReady, served_app
 
 ROOT = Path(__file__).resolve().parents[1]
 DESKTOP = {"width": 1440, "height": 900}
@@ -36,39 +33,14 @@ SETTLED = (
     " && document.querySelectorAll('#kept-plot .scatterlayer .point').length > 0"
 )
 
-# Where the race ends on the page: the bottom of its rounds chart, in page pixels.
-RACE_BOTTOM = (
-    "(() => { const r = document.querySelector('#rounds-plot').getBoundingClientRect();"
-    " return Math.ceil(r.bottom + window.scrollY); })()"
+# The race's outcome on the page, in page pixels: from the top of its comparison table to the
+# bottom of its rounds chart.
+OUTCOME = (
+    "(() => { const box = id => document.querySelector(id).getBoundingClientRect();"
+    " const y = window.scrollY;"
+    " return [Math.floor(box('#comparison').top + y), Math.ceil(box('#rounds-plot').bottom + y)];"
+    " })()"
 )
-
-
-@contextlib.contextmanager
-def serve(pair: str, timeout: float):
-    """`python app.py` on `pair` and a free port until it logs that it is ready; yields the URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, SPECDEMO_PAIR=pair, GRADIO_SERVER_NAME="127.0.0.1")
-    env.update(GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-    with tempfile.TemporaryFile("a+") as log:
-        app = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                log.seek(0)
-                output = log.read()
-                if "specdemo: ready in" in output:
-                    break
-                if app.poll() is not None or time.monotonic() > deadline:
-                    sys.exit(f"app.py did not get ready (exit {app.returncode}):\n{output}")
-                time.sleep(1)
-            yield f"http://127.0.0.1:{port}/"
-        finally:
-            app.terminate()
-            app.wait(timeout=30)
 
 
 def settle(page, seconds: float = 2.0) -> None:
@@ -77,6 +49,31 @@ def settle(page, seconds: float = 2.0) -> None:
     height = None
     while height != (height := page.evaluate("document.body.scrollHeight")):
         time.sleep(seconds)
+
+
+def take(url: str, out: Path, timeout: float, phone: bool) -> list[Path]:
+    """One race on the page at `url`, shot at desktop width and, with `phone`, on a phone."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=DESKTOP)
+        page.set_default_timeout(timeout * 1000)
+        page.goto(url)
+        page.click("#generate")
+        page.wait_for_function(RACE_DONE)
+        settle(page)
+        shots = [out / "screenshot.png"]
+        page.screenshot(path=str(shots[0]), full_page=True)
+        if phone:  # the same race's outcome laid out for a phone: its table and rounds chart
+            page.set_viewport_size(PHONE)
+            settle(page)
+            top, bottom = page.evaluate(OUTCOME)
+            shots.append(out / "screenshot-phone.png")
+            clip = {"x": 0, "y": top, "width": PHONE["width"], "height": bottom - top}
+            page.screenshot(path=str(shots[1]), full_page=True, clip=clip)
+        browser.close()
+    return shots
 
 
 def main(argv=None) -> int:
@@ -88,27 +85,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("chromium") is None:
         sys.exit("needs a chromium binary on PATH (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    with serve(args.pair, args.timeout) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport=DESKTOP)
-        page.set_default_timeout(args.timeout * 1000)
-        page.goto(url)
-        page.click("#generate")
-        page.wait_for_function(RACE_DONE)
-        settle(page)
-        shots = [args.out / "screenshot.png"]
-        page.screenshot(path=str(shots[0]), full_page=True)
-        if not args.no_phone:  # the same finished race laid out for a phone, down to its chart
-            page.set_viewport_size(PHONE)
-            settle(page)
-            bottom = page.evaluate(RACE_BOTTOM)
-            shots.append(args.out / "screenshot-phone.png")
-            clip = {"x": 0, "y": 0, "width": PHONE["width"], "height": bottom}
-            page.screenshot(path=str(shots[1]), full_page=True, clip=clip)
-        browser.close()
+    try:
+        with served_app(args.pair, args.timeout) as url:
+            shots = take(url, args.out, args.timeout, phone=not args.no_phone)
+    except NotReady as e:
+        sys.exit(str(e))
     for shot in shots:
         print(f"{shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot}: "
               f"{shot.stat().st_size // 1024} KiB")  # fmt: skip

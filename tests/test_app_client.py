@@ -1,14 +1,10 @@
 """`python app.py` on the tiny pair, driven through gradio_client like any API user would."""
 
 import contextlib
+import importlib.util
 import json
 import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from dataclasses import fields
 from pathlib import Path
 
@@ -50,55 +46,21 @@ SWEEP = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_spec = importlib.util.spec_from_file_location("served_app", ROOT / "scripts" / "served_app.py")
+served_app = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(served_app)
+free_port = served_app.free_port
 
 
 @contextlib.contextmanager
 def serve_app(pair: str = "tiny", timeout: float = 180.0):
-    """`python app.py` on a free port; yields its URL, stops it afterwards."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "SPECDEMO_PAIR": pair,
-        "SPECDEMO_PRECISION": "fp32"
-        if pair == "tiny"
-        else os.environ.get("SPECDEMO_PRECISION", ""),
-        "GRADIO_SERVER_NAME": "127.0.0.1",
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "HF_HUB_OFFLINE": "1",
-    }
-    url = f"http://127.0.0.1:{port}/"
-    # "a+": the app's writes go to the end while this side seeks back to read
-    with tempfile.TemporaryFile("a+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                log.seek(0)
-                output = log.read()
-                failed = "specdemo: the models could not be loaded" in output
-                if failed or proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"app.py did not start (exit {proc.returncode}):\n{output}")
-                try:  # the page answers first; the pair is ready after "specdemo: ready in"
-                    urllib.request.urlopen(url, timeout=2)
-                    if "specdemo: ready in" in output:
-                        break
-                except OSError:
-                    pass
-                time.sleep(0.5)
+    """`python app.py` on `pair` (the tiny one in fp32) until it is ready; yields its URL."""
+    precision = "fp32" if pair == "tiny" else os.environ.get("SPECDEMO_PRECISION", "")
+    try:
+        with served_app.served_app(pair, timeout, SPECDEMO_PRECISION=precision) as url:
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    except served_app.NotReady as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture(scope="module")

@@ -91,10 +91,10 @@ def test_with_the_spaces_package_the_app_serves_on_a_cpu():
     pytest.importorskip("spaces")
     code = """
 import spaces
-from specdemo.app.page import gpu, handlers, ui
+from specdemo.app.page import gpu_calls, handlers, ui
 from specdemo.models import load_pair
 pair = load_pair()  # on the CPU
-assert gpu.spaces is spaces
+assert gpu_calls.spaces is spaces
 app = ui.build(pair)  # wraps the GPU functions in spaces.GPU, as on a Space
 assert "/step" in app.get_api_info()["named_endpoints"]
 outputs = handlers.step(pair, "Write a function that adds two numbers.")

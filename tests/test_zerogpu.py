@@ -14,7 +14,7 @@ import pytest
 from test_app_config import PROMPT
 
 from specdemo.app.config import RunConfig, parse_run
-from specdemo.app.page import gpu, handlers, replay, requests, work
+from specdemo.app.page import gpu, gpu_calls, gpu_notes, handlers, replay, requests, work
 from specdemo.app.settings import LIMITS
 
 
@@ -38,7 +38,7 @@ def embedded_budget(monkeypatch):
 @pytest.fixture
 def forked(monkeypatch):
     """Every GPU function call in a fresh fork of this process, which keeps nothing it writes."""
-    monkeypatch.setattr(gpu, "EMULATION", "fork")
+    monkeypatch.setattr(gpu_calls, "EMULATION", "fork")
     monkeypatch.setattr(work, "_bound", {})
     replay.clear()
     yield
@@ -223,18 +223,18 @@ class FakeSpaces:
 
 
 def test_off_zero_gpu_a_gpu_function_is_left_as_it_is(monkeypatch):
-    monkeypatch.setattr(gpu, "spaces", FakeSpaces())
+    monkeypatch.setattr(gpu_calls, "spaces", FakeSpaces())
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    assert gpu.on_gpu(len) is len
+    assert gpu_calls.on_gpu(len) is len
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    monkeypatch.setattr(gpu, "spaces", None)  # without the package there is nothing to wrap with
-    assert gpu.on_gpu(len) is len
+    monkeypatch.setattr(gpu_calls, "spaces", None)  # without the package there is nothing to wrap with
+    assert gpu_calls.on_gpu(len) is len
 
 
 def test_on_zero_gpu_each_call_asks_for_its_requests_own_seconds(zero_gpu, monkeypatch):
     fake = FakeSpaces()
-    monkeypatch.setattr(gpu, "spaces", fake)
-    wrapped = gpu.on_gpu(lambda request, state=None: "ran")
+    monkeypatch.setattr(gpu_calls, "spaces", fake)
+    wrapped = gpu_calls.on_gpu(lambda request, state=None: "ran")
     short, long = race(max_new_tokens=16), race(max_new_tokens=256)
     assert wrapped(short) == "ran" and wrapped(long, None) == "ran"
     assert fake.asked == [short.seconds, long.seconds]
@@ -298,7 +298,7 @@ def test_zero_gpus_refusal_slot_wait_and_abort_reach_the_visitor_as_sentences(
     pair, zero_gpu, monkeypatch, kind, said
 ):
     fake = FailingSpaces(zero_gpu_error(kind))
-    monkeypatch.setattr(gpu, "spaces", fake)
+    monkeypatch.setattr(gpu_calls, "spaces", fake)
     monkeypatch.setattr(work, "_bound", {})
     replay.clear()
     with pytest.raises(gr.Error) as race_error:
@@ -317,7 +317,7 @@ def test_zero_gpus_refusal_slot_wait_and_abort_reach_the_visitor_as_sentences(
 
 def test_specdemos_own_messages_from_a_gpu_call_pass_unchanged(pair):
     own = gr.Error("Prompt is empty: type one or pick an example.")
-    assert gpu.plain(own, requests.parse_race(pair, PROMPT)) is own
+    assert gpu_notes.plain(own, requests.parse_race(pair, PROMPT)) is own
 
 
 def test_every_request_pickles_as_zero_gpu_sends_it(pair):
@@ -340,7 +340,7 @@ def test_the_fork_emulation_keeps_nothing_a_call_writes(forked):
         os.environ["SPECDEMO_WRITTEN"] = "yes"
         return os.getpid()
 
-    pid = gpu.on_gpu(write)(race())
+    pid = gpu_calls.on_gpu(write)(race())
     assert pid != os.getpid() and "SPECDEMO_WRITTEN" not in os.environ
 
 

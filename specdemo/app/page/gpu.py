@@ -1,28 +1,21 @@
-"""GPU time on ZeroGPU: what each request may ask ``spaces.GPU`` for, and the GPU functions.
+"""GPU time on ZeroGPU: what each request may ask ``spaces.GPU`` for.
 
 On ZeroGPU every GPU call runs in a worker forked from the main process: its arguments and
 every value it returns or yields are pickled, module globals it writes are lost, and it starts
 only if the visitor's daily quota can cover it. So a request (``requests``) is parsed, priced
-and answered from replay in the main process; only the models' work runs under ``on_gpu``.
-``seconds`` budgets a request from the settings the work grows with and the loaded pair's own
-step budgets (``Budget``, from ``dispatch.step_budget``), and ``check`` refuses one that does
-not fit, naming the largest setting that fits, before any GPU time is asked for: nothing is
-clamped, so ZeroGPU never aborts a run it was asked too little for. What ZeroGPU itself
-refuses or aborts reaches the visitor as a sentence (``plain``).
+and answered from replay in the main process; only the models' work runs on the GPU
+(``gpu_calls.on_gpu``). ``seconds`` budgets a request from the settings the work grows with
+and the loaded pair's own step budgets (``Budget``, from ``dispatch.step_budget``), and
+``check`` refuses one that does not fit, naming the largest setting that fits, before any GPU
+time is asked for: nothing is clamped, so ZeroGPU never aborts a run it was asked too little
+for. ``gpu_notes`` says all this to the visitor.
 
 The step budgets are an upper bound, not measurements: ``scripts/gpu_smoke.sh`` measures the
 steps on a GPU and fails when a measurement exceeds its budget by half.
 """
 
-import functools
-import inspect
 import math
-import multiprocessing
-import os
-import pickle
 from dataclasses import dataclass
-
-import gradio as gr
 
 from specdemo import dispatch, models
 from specdemo.app.exact.exactness import GREEDY_CHECK_TOKENS
@@ -30,11 +23,6 @@ from specdemo.app.exact.joint import BATCH, EXACT_FIRSTS
 from specdemo.app.settings import LIMITS
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import expected_tokens_per_pass
-
-try:  # Hugging Face's ZeroGPU decorator, on Spaces; a no-op off ZeroGPU.
-    import spaces
-except ImportError:
-    spaces = None
 
 # ZeroGPU (spaces 0.51.3, zero/client.py) admits a call on the default GPU size ("large", half an
 # RTX Pro 6000 Blackwell) only if the visitor's quota left covers the seconds asked times the
@@ -103,9 +91,6 @@ def limited() -> bool:
 def max_seconds() -> int:
     """The most one call may ask for: a visitor's whole daily quota, charged at the factor."""
     return math.floor(QUOTA_SECONDS / duration_factor())
-
-
-# ---------------------------------------------------------------- budgets
 
 
 def prefill_seconds(prompt_tokens: int, t_step: float) -> float:
@@ -212,228 +197,8 @@ def sweep_calls(requests) -> tuple[int, int]:
     return len(requests), sum(r.seconds for r in requests)
 
 
-def sweep_note(calls: int, seconds: int) -> str:
-    """What a sweep costs a ZeroGPU visitor, said before it starts ("" off ZeroGPU)."""
-    if not limited():
-        return ""
-    fits = "within" if seconds <= QUOTA_SECONDS else "more than"
-    return (
-        f"On this ZeroGPU Space the default sweep is {calls} GPU calls asking for about "
-        f"{seconds} s in all, {fits} the {QUOTA_SECONDS // 60} GPU minutes a day that visitors "
-        f"who are not signed in share. {admission()} Sign in to Hugging Face for "
-        f"{SIGNED_IN_QUOTA_SECONDS // 60} minutes a day of your own (a free account); cells "
-        "already measured replay without the GPU."
-    )
-
-
-def admission() -> str:
-    """ZeroGPU's admission and charge rule, as a sentence."""
-    return (
-        f"Each call starts only while the visitor's quota has {duration_factor():g} times its "
-        "ask left, and is charged the seconds it uses."
-    )
-
-
-def ask_note(seconds: int) -> str:
-    """What a request of `seconds` will ask a ZeroGPU visitor for, said before it runs ("" off
-    ZeroGPU)."""
-    if not limited():
-        return ""
-    return (
-        f"On this ZeroGPU Space this run asks for {seconds} s of GPU time: it starts if your "
-        f"daily quota has {math.ceil(seconds * duration_factor())} s left, and is charged the "
-        f"seconds it uses. Visitors who are not signed in share {QUOTA_SECONDS // 60} GPU "
-        "minutes a day per IP address, so a room on one Wi-Fi shares them; signed in, a free "
-        f"account has {SIGNED_IN_QUOTA_SECONDS // 60} minutes a day of its own, PRO "
-        f"{PRO_QUOTA_SECONDS // 60}."
-    )
-
-
 def runs_within(quota: int, seconds: int) -> int:
     """How many calls of `seconds` a quota of `quota` seconds starts at least: each starts while
     `duration_factor` times its ask is left, and is charged at most its ask."""
     needed = math.ceil(seconds * duration_factor())
     return 0 if quota < needed else 1 + (quota - needed) // seconds
-
-
-# The titles and messages spaces 0.51.3 gives the gr.Error it raises (zero/client.py,
-# zero/wrappers.py).
-NO_GPU_IN_QUEUE = "No GPU was available after 60s"
-NO_GPU = "No GPU was available"
-ABORTED = "GPU task aborted"
-
-
-def plain(error: gr.Error, request) -> gr.Error:
-    """ZeroGPU's own refusal, wait or abort of `request`'s call as a sentence for the visitor;
-    any other error (specdemo's own messages) as it is."""
-    title, message = getattr(error, "title", "") or "", str(error.message)
-    if not title.startswith("ZeroGPU"):
-        return error
-    seconds = request.seconds
-    if NO_GPU in message:
-        said = (
-            "No GPU came free for this run within 60 s: every GPU this Space may use is busy "
-            "with other visitors' runs. Try again in a minute; a run already measured replays "
-            "without a GPU."
-        )
-    elif title == "ZeroGPU illegal duration":
-        said = (
-            f"ZeroGPU refused this run: it asks for {seconds} s of GPU time, more than one call "
-            f"may have. Lower Max new tokens or K. (ZeroGPU: {message})"
-        )
-    elif title in ("ZeroGPU quota exceeded", "ZeroGPU pending credits exceeded"):
-        said = (
-            f"Not enough GPU quota left for this run: it asks for {seconds} s, so it needs "
-            f"{math.ceil(seconds * duration_factor())} s of your daily quota. Visitors who are "
-            f"not signed in share {QUOTA_SECONDS // 60} minutes a day per IP address; sign in to "
-            f"Hugging Face for {SIGNED_IN_QUOTA_SECONDS // 60} minutes of your own, lower Max "
-            f"new tokens, or wait for the quota to refill. (ZeroGPU: {message})"
-        )
-    elif ABORTED in message:
-        said = (
-            f"ZeroGPU stopped this run before it finished (it had asked for {seconds} s of GPU "
-            "time). Nothing of it was kept; try again, and if it stops again, lower Max new "
-            "tokens."
-        )
-    else:
-        said = f"The GPU call for this run failed ({title}: {message}). Try again in a minute."
-    return gr.Error(said, title="GPU time on ZeroGPU")
-
-
-def explained(fn):
-    """`fn(request, ...)` with ZeroGPU's errors reaching the caller as ``plain`` sentences."""
-    if inspect.isgeneratorfunction(fn):
-
-        @functools.wraps(fn)
-        def stream(request, *args, **kwargs):
-            try:
-                yield from fn(request, *args, **kwargs)
-            except gr.Error as e:
-                raise plain(e, request) from None
-
-        return stream
-
-    @functools.wraps(fn)
-    def call(request, *args, **kwargs):
-        try:
-            return fn(request, *args, **kwargs)
-        except gr.Error as e:
-            raise plain(e, request) from None
-
-    return call
-
-
-# ---------------------------------------------------------------- GPU functions
-
-# Set to "fork" or "pickle" to run GPU functions as ZeroGPU does, off ZeroGPU: "fork" runs each
-# call in a fresh fork of this process, "pickle" only pickles what crosses (for a real GPU,
-# where a fork cannot use CUDA the parent started).
-EMULATION = os.environ.get("SPECDEMO_ZEROGPU_EMULATION", "")
-
-
-def on_gpu(fn):
-    """`fn(request, ...)` as a GPU function: under spaces.GPU with the request's own seconds on
-    ZeroGPU, emulated as set in EMULATION, unchanged everywhere else. Call it once per function,
-    before the app launches (ZeroGPU registers its GPU functions at launch)."""
-    if EMULATION == "fork":
-        return forked(fn)
-    if EMULATION == "pickle":
-        return pickled(fn)
-    if spaces is None or not limited():
-        return fn
-    return explained(spaces.GPU(duration=lambda request, *_: request.seconds)(fn))
-
-
-def pickled(fn):
-    """`fn` with its arguments and every value it returns or yields pickled and read back."""
-
-    def copy(value):
-        return pickle.loads(pickle.dumps(value))
-
-    if inspect.isgeneratorfunction(fn):
-
-        @functools.wraps(fn)
-        def stream(*args, **kwargs):
-            for item in fn(*copy(args), **copy(kwargs)):
-                yield copy(item)
-
-        return stream
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        return copy(fn(*copy(args), **copy(kwargs)))
-
-    return call
-
-
-def forked(fn):
-    """`fn` as ZeroGPU runs it: each call in a fresh fork of this process, which keeps nothing
-    it writes; arguments and results pickled; a generator stopped at its next item once the
-    caller stops reading."""
-    context = multiprocessing.get_context("fork")
-
-    def start(args, kwargs):
-        pickle.dumps((args, kwargs))  # ZeroGPU sends them through a queue
-        receive, send = context.Pipe(duplex=False)
-        stop = context.Event()
-        worker = context.Process(target=_worker, args=(fn, args, kwargs, send, stop), daemon=True)
-        worker.start()
-        send.close()
-        return worker, receive, stop
-
-    def results(worker, receive, stop):
-        try:
-            while True:
-                kind, value = receive.recv()
-                if kind == "error":
-                    raise value
-                if kind == "end":
-                    return
-                yield kind, value
-        finally:
-            stop.set()
-            receive.close()
-            worker.join(5)
-            if worker.is_alive():
-                worker.kill()
-
-    if inspect.isgeneratorfunction(fn):
-
-        @functools.wraps(fn)
-        def stream(*args, **kwargs):
-            for _, item in results(*start(args, kwargs)):
-                yield item
-
-        return stream
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        return next(value for _, value in results(*start(args, kwargs)))
-
-    return call
-
-
-def _worker(fn, args, kwargs, send, stop) -> None:
-    import torch
-
-    # A fork inherits the parent's OpenMP thread pool without its threads: the first parallel
-    # region would wait for them forever, so the emulated worker computes on one thread.
-    torch.set_num_threads(1)
-    try:
-        try:
-            result = fn(*args, **kwargs)
-            if inspect.isgenerator(result):
-                for item in result:
-                    send.send(("item", item))
-                    if stop.is_set():
-                        result.close()
-                        break
-            else:
-                send.send(("return", result))
-            send.send(("end", None))
-        except Exception as e:
-            send.send(("error", e))
-        finally:
-            send.close()
-    finally:
-        os._exit(0)  # a fork leaves without running the parent's exit handlers

@@ -19,7 +19,7 @@ from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
 from specdemo.app.generate import comparison, costs, session_charts
 from specdemo.app.generate.run_record import RunRecord
-from specdemo.app.page import gpu, replay, requests, work
+from specdemo.app.page import gpu, gpu_notes, replay, requests, work
 from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
 from specdemo.app.step import microscope
@@ -93,7 +93,7 @@ def gpu_note(
     pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], drafter=DEFAULTS["drafter"],
 ):  # fmt: skip
-    """What a race at these settings will ask a ZeroGPU visitor for (``gpu.ask_note``; "" off
+    """What a race at these settings will ask a ZeroGPU visitor for (``gpu_notes.ask_note``; "" off
     ZeroGPU); settings that do not parse change nothing."""
     try:
         request = requests.parse_race(
@@ -101,7 +101,7 @@ def gpu_note(
         )
     except ValueError:
         return gr.skip()
-    return gpu.ask_note(request.seconds)
+    return gpu_notes.ask_note(request.seconds)
 
 
 def race_outputs(session: Session, config, spec, target, show_rejected: bool) -> list:

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, replace
 
 from specdemo.app.config import RunConfig, encode, parse_grid, parse_rule, parse_run, parse_samples
-from specdemo.app.page import gpu
+from specdemo.app.page import gpu, gpu_notes
 from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
@@ -113,7 +113,7 @@ class Sweep:
 
     def note(self) -> str:
         """What the sweep costs a ZeroGPU visitor ("" elsewhere)."""
-        return gpu.sweep_note(*gpu.sweep_calls(self.cells()))
+        return gpu_notes.sweep_note(*gpu.sweep_calls(self.cells()))
 
 
 def parse_sweep(

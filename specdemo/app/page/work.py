@@ -3,7 +3,7 @@
 Each takes the pair (bound before launch, so ZeroGPU's fork inherits it instead of pickling it)
 and a request from ``requests``, and returns or yields plain picklable values. Replay records,
 sweep ids and sessions stay with the handlers in the main process. ``tasks(pair)`` gives the
-functions bound to a pair and wrapped by ``gpu.on_gpu``, once per pair.
+functions bound to a pair and wrapped by ``gpu_calls.on_gpu``, once per pair.
 """
 
 import dataclasses
@@ -18,7 +18,7 @@ from specdemo.app.errors import user_errors
 from specdemo.app.exact import exactness as exact
 from specdemo.app.exact import joint
 from specdemo.app.generate import race
-from specdemo.app.page.gpu import on_gpu
+from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.requests import Exactness, Race, Step
 from specdemo.app.step import microscope, stepping
 from specdemo.engine import make_generator
@@ -110,7 +110,7 @@ _lock = threading.Lock()
 
 
 def tasks(pair) -> SimpleNamespace:
-    """The GPU functions with `pair` bound, each wrapped by ``gpu.on_gpu`` once per pair:
+    """The GPU functions with `pair` bound, each wrapped by ``gpu_calls.on_gpu`` once per pair:
     ``race(request)``, ``exactness(request)``, ``step(request, state)``."""
     with _lock:
         found = _bound.get(id(pair))
