@@ -1,6 +1,8 @@
-"""Shared test models: fixed-table toy LMs for exactness, tiny random-weight transformers."""
+"""Shared test models: fixed-table toy LMs for exactness, tiny random-weight transformers; the
+repository's root and the prompt the app's tests send."""
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -8,6 +10,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 class ToyCache:

@@ -5,7 +5,7 @@ any such tensor raises here as it would on a GPU Space."""
 
 import pytest
 import torch
-from test_app_config import PROMPT
+from conftest import PROMPT
 
 from specdemo import generate
 from specdemo.app.page import handlers

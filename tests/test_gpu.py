@@ -1,6 +1,6 @@
 """The GPU path, checked without a GPU: timers that wait for a CUDA device, the GPU bench's
 summary table, a dry run of scripts/gpu_bench.sh, and the app with the `spaces` package
-installed (ZeroGPU itself: tests/test_zerogpu.py)."""
+installed (ZeroGPU itself: tests/app/page/test_zerogpu.py)."""
 
 import dataclasses
 import os

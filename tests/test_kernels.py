@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import PROMPT
 
 from specdemo.app.config import encode, parse_run
 from specdemo.app.exact import exactness, joint
@@ -20,7 +21,6 @@ from specdemo.models.kernels import KernelChoice
 from specdemo.sampling import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
-PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def bitsandbytes_works() -> bool:

@@ -111,7 +111,7 @@ def chi2_bins(p: torch.Tensor, n: float) -> tuple[torch.Tensor, torch.Tensor]:
     takes in the smallest own bins, smallest first, until it too is expected MIN_EXPECTED times:
     a bin expected e ≪ 1 times adds (1 − e)²/e ≈ 1/e to χ² with a single draw, so a thin tail
     would raise the false-alarm rate at SUSPICIOUS by an order of magnitude
-    (tests/test_chi2.py)."""
+    (tests/app/exact/test_chi2.py)."""
     expected = p.detach().double().cpu()
     expected = expected / expected.sum() * n
     live = (expected > 0).nonzero().view(-1)

@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
-APP = Path(__file__).resolve().parents[1] / "specdemo" / "app"
+APP = ROOT / "specdemo" / "app"
 # Floors, lowest first: a module may import its own folder and any folder on a lower floor.
 FLOORS = {"": 0, "generate": 1, "step": 1, "exact": 2, "page": 3}
 

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import gradio as gr
 import pytest
+from conftest import PROMPT, ROOT
 from gradio_client.exceptions import AppError
-from test_app_client import PROMPT, ROOT, connect, free_port
+from test_app_client import connect, free_port
 
 from specdemo import models
 from specdemo.app.page import handlers, preparing, ui

@@ -14,7 +14,8 @@ import time
 
 import pytest
 import torch
-from test_app_client import ROOT, serve_app
+from conftest import ROOT
+from test_app_client import serve_app
 
 from specdemo.render import COLORS
 

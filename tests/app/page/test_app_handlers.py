@@ -6,7 +6,8 @@ import pickle
 import gradio as gr
 import pytest
 import torch
-from test_app_config import BAD_INPUT, PROMPT, VALID
+from conftest import PROMPT
+from test_app_config import BAD_INPUT, VALID
 
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session, discard

@@ -10,7 +10,8 @@ import time
 import gradio as gr
 import httpx
 import pytest
-from test_app_client import GENERATE, PROMPT, SWEEP, connect, free_port, serve_app
+from conftest import PROMPT
+from test_app_client import GENERATE, SWEEP, connect, free_port, serve_app
 
 from specdemo.app.page import handlers, replay, ui
 from specdemo.app.page.session import Session

@@ -5,13 +5,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import PROMPT
 
 from specdemo.app.config import encode, parse_run
 from specdemo.app.exact import exactness, joint
 from specdemo.engine import make_generator
 from specdemo.sampling import RULES
-
-PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def test_the_bars_show_the_targets_own_probabilities(pair):

@@ -11,7 +11,7 @@ import time
 
 import gradio as gr
 import pytest
-from test_app_config import PROMPT
+from conftest import PROMPT, ROOT
 
 from specdemo.app.config import RunConfig, parse_run
 from specdemo.app.page import gpu, gpu_calls, gpu_notes, handlers, replay, requests, work
@@ -227,7 +227,7 @@ def test_off_zero_gpu_a_gpu_function_is_left_as_it_is(monkeypatch):
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     assert gpu_calls.on_gpu(len) is len
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    monkeypatch.setattr(gpu_calls, "spaces", None)  # without the package there is nothing to wrap with
+    monkeypatch.setattr(gpu_calls, "spaces", None)  # without the package: nothing to wrap with
     assert gpu_calls.on_gpu(len) is len
 
 
@@ -407,12 +407,11 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
     """Every figure in docs/INSTALL.md's ZeroGPU pair table and quota paragraphs: from gpu.py on
     the defaults (40-token prompt) and from the dispatch model's recorded predictions."""
     import json
-    from pathlib import Path
 
     from specdemo import dispatch
     from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     install = root.joinpath("docs/INSTALL.md").read_text()
     zero = install[install.index("**The pair on ZeroGPU") : install.index("**Versions ZeroGPU")]
     zero = re.sub(r"\s+", " ", zero)
@@ -461,9 +460,8 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
 
 def test_the_workshop_room_arithmetic_is_the_budgets(zero_gpu):
     """docs/WORKSHOP.md's room of 30: the default run's ask and the runs each quota starts."""
-    from pathlib import Path
 
-    workshop = Path(__file__).resolve().parents[1].joinpath("docs/WORKSHOP.md").read_text()
+    workshop = ROOT.joinpath("docs/WORKSHOP.md").read_text()
     room = workshop[workshop.index("**A room of 30 on ZeroGPU.**") : workshop.index("What to do")]
     room = re.sub(r"\s+", " ", room)
     run = requests.Race(parse_run(PROMPT, k="auto"), tuple(range(40))).seconds

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import ToyLM
+from conftest import PROMPT, ToyLM
 
 from specdemo.app.config import encode, parse_grid, parse_run, parse_samples
 from specdemo.app.settings import DEFAULTS, DRAFTERS, MAX_PROMPT_CHARS, load_examples
@@ -15,7 +15,6 @@ from specdemo.models import build_tiny_tokenizer
 from specdemo.sampling import SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS
 
-PROMPT = "Write a Python function that checks whether a number is prime."
 VALID = {
     "prompt": PROMPT,
     "system": "",

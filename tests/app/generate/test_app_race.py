@@ -6,9 +6,9 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from conftest import PROMPT, ROOT
 
 from specdemo.app.config import encode, parse_run
 from specdemo.app.generate import comparison, costs, race
@@ -17,8 +17,6 @@ from specdemo.app.page import replay, requests, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
-
-PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def test_greedy_speculative_equals_target_alone(pair):
@@ -211,7 +209,7 @@ def test_the_results_table_shows_expected_tokens_per_pass_and_efficiency():
 
 def test_the_sweep_check_script_runs_the_apps_sweep_cell_by_cell(tmp_path):
     """scripts/sweep_check.py (the cost model against the app's default sweep) on the tiny pair."""
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     out = tmp_path / "sweep.json"
     env = {**os.environ, "SPECDEMO_PAIR": "tiny", "SPECDEMO_PRECISION": "fp32"}
     subprocess.run(

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import PROMPT, ROOT
 from gradio_client import Client
 from gradio_client.exceptions import AppError
 
 from specdemo.app.generate import costs
 from specdemo.app.generate.run_record import RunRecord
 
-ROOT = Path(__file__).resolve().parent.parent
-PROMPT = "Write a Python function that checks whether a number is prime."
 GENERATE = {
     "prompt": PROMPT,
     "system": "",

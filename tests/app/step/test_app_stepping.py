@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 import torch
+from conftest import PROMPT
 
 from specdemo import drafters
 from specdemo.app import charts, numbers
@@ -11,8 +12,6 @@ from specdemo.app.config import parse_run
 from specdemo.app.step import microscope, stepping
 from specdemo.rounds import Round
 from specdemo.text import token_labels
-
-PROMPT = "Write a Python function that checks whether a number is prime."
 
 
 def test_step_through_advances_the_context(pair):
