@@ -1,5 +1,6 @@
 """`python app.py` on a free local port, until it says its pair is ready: for
-scripts/screenshot.py and the tests that drive the app over HTTP (tests/app/page/test_app_client.py)."""
+scripts/screenshot.py and the tests that drive the app over HTTP
+(tests/app/page/test_app_client.py)."""
 
 import contextlib
 import os

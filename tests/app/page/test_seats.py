@@ -1,7 +1,7 @@
 """Every seat in the room: a phone's narrow screen, colour-blind eyes, the back row, API users.
 
-The browser tests drive `python app.py` in headless Chromium like tests/app/page/test_browser.py; the API
-test builds the app on the tiny pair.
+The browser tests drive `python app.py` in headless Chromium like test_browser.py; the API test
+builds the app on the tiny pair.
 """
 
 import re
