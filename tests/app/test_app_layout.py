@@ -1,5 +1,5 @@
-"""specdemo/app by lesson: every import runs downwards between its folders, and each folder
-says what it teaches and which file to open first."""
+"""specdemo/app by lesson: every import runs downwards between its folders, each folder says
+what it teaches and which file to open first, and the app's tests stand in the same folders."""
 
 import ast
 import re
@@ -61,3 +61,13 @@ def test_each_folder_says_what_it_teaches_and_which_file_to_open_first(folder):
     listed = set(re.findall(r"``(\w+)``", doc))
     modules = {p.stem for p in (APP / folder).glob("*.py")} - {"__init__"}
     assert modules <= listed | {first.group(1).removesuffix(".py")}, modules - listed
+
+
+def test_the_apps_tests_stand_in_the_same_lesson_folders():
+    tests = Path(__file__).resolve().parent
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert folders == {f for f in FLOORS if f}
+    for folder in folders:  # each lesson's tests import that lesson or drive the page it serves
+        for path in (tests / folder).glob("test_*.py"):
+            lessons = {folder_of(m) for m in imports(path)}
+            assert folder in lessons or folder == "page", path.name
