@@ -118,5 +118,6 @@ def build_tiny_model(spec: TinySpec, tokenizer):
             )
             p.normal_(0.0, std, generator=weights)
             if spec.noise:
-                p.add_(torch.randn(p.shape, generator=noise) * (spec.noise * std))
+                drift = torch.randn(p.shape, generator=noise, device=noise.device)
+                p.add_(drift * (spec.noise * std))
     return model
