@@ -1,7 +1,7 @@
 """What GPU time on ZeroGPU means for a visitor, in sentences: what a run or a sweep will ask
 for before it starts, and ZeroGPU's own refusals, slot waits and aborts once they happen
-(``plain``), each saying what to do. The figures come from ``gpu``; every sentence is empty off
-ZeroGPU.
+(``plain``), each saying what to do. The figures come from ``gpu``. Off ZeroGPU the notes said
+before a run are empty, and errors pass as they are.
 """
 
 import functools
@@ -53,7 +53,6 @@ def ask_note(seconds: int) -> str:
 
 # The titles and messages spaces 0.51.3 gives the gr.Error it raises (zero/client.py,
 # zero/wrappers.py).
-NO_GPU_IN_QUEUE = "No GPU was available after 60s"
 NO_GPU = "No GPU was available"
 ABORTED = "GPU task aborted"
 
