@@ -9,6 +9,7 @@ three ways run under a ``ForwardTimer``, so each pays the same wait around every
 """
 
 import dataclasses
+import datetime
 import importlib.util
 import json
 import platform
@@ -21,9 +22,15 @@ import torch
 from tqdm import tqdm
 
 from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
+from specdemo.draft_vocab import draft_head
 from specdemo.drafters import auto_head_rows, make_drafter
-from specdemo.engine import make_generator, resolve_k, speculative_generate
-from specdemo.lm import Stopwatch, cut_head
+from specdemo.engine import (
+    autoregressive_generate,
+    make_generator,
+    resolve_k,
+    speculative_generate,
+)
+from specdemo.lm import Stopwatch
 from specdemo.profile import measure_costs
 from specdemo.rounds import Stats
 from specdemo.sampling import SamplingConfig
@@ -68,7 +75,7 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> Ste
     runs it (with its cut head and $SPECDEMO_DRAFT_STEP's mode)."""
     if head_rows == "auto":
         head_rows = auto_head_rows(pair.draft)
-    head = cut_head(pair.draft, head_rows) if head_rows else None
+    head = draft_head(pair.draft, head_rows)
     return measure_costs(pair.target, pair.draft, input_ids, ks, head)
 
 
@@ -134,7 +141,32 @@ def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
         seconds = clock.total()
     finally:
         timer.remove()
-    return out.shape[1] - ids.shape[1], seconds
+    return out.shape[1] - ids.shape[1], seconds, out[0, ids.shape[1] :].tolist()
+
+
+def run_plain(pair, input_ids, sampling, max_new_tokens, seed) -> float:
+    """The engine's own target-only loop (``engine.autoregressive_generate``, the race's
+    baseline), under the same forward timer as the other ways; returns tokens/s."""
+    generator = make_generator(seed, pair.target.device)
+    timer = ForwardTimer(pair.target.device, pair.target)
+    try:
+        clock = Stopwatch(pair.target.device)
+        steps = autoregressive_generate(
+            pair.target, input_ids, sampling=sampling, max_new_tokens=max_new_tokens,
+            generator=generator,
+        )  # fmt: skip
+        n = sum(1 for _ in steps)
+        seconds = clock.total()
+    finally:
+        timer.remove()
+    return n / seconds
+
+
+def coverage(tokens: list[int], head) -> float | None:
+    """The share of `tokens` (the target's own) the draft's head holds; None for a full head."""
+    if head is None or not tokens:
+        return None
+    return sum(head.covers(t) for t in tokens) / len(tokens)
 
 
 @dataclass
@@ -154,6 +186,7 @@ class Row:
     tokens_per_pass: float
     c: float  # measured t_draft / t_step (0 for prompt lookup)
     overhead: float  # share of wall time outside model forward passes
+    bookkeeping: float = 0.0  # share of wall time outside prefill, proposals and verify passes
     # The cost model's view, for a fixed k with one kind of draft (None for auto k and hybrid):
     verify_cost: float | None = None  # t_verify(k+1) / t_step
     predicted: float | None = None  # from measured step costs
@@ -187,23 +220,29 @@ def bench(pair, args, progress=True) -> dict:
         run_ours(pair, first, "auto" if "auto" in ks else 3, SamplingConfig(0.0), 8, 0, args, kind)
     fixed = [k for k in ks if k != "auto"]
     costs = step_costs(pair, first, fixed or [1], args.draft_head_rows)
+    head_rows = args.draft_head_rows
+    head = draft_head(pair.draft, auto_head_rows(pair.draft) if head_rows == "auto" else head_rows)
+    written = {name: [] for name in encoded}  # the target's own tokens (target-only generate)
 
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
     bar = tqdm(total=total, desc="bench", disable=not progress)
-    rows = []
+    rows, plains = [], []
     for set_name, prompts in encoded.items():
         for temp in temps:
             sampling = SamplingConfig(temp)
             cells = {(kind, k): [] for kind in args.drafter for k in ks}
+            plain = []
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
-                    n, t = run_hf(pair, ids, sampling, max_new_tokens, seed)
+                    n, t, tokens = run_hf(pair, ids, sampling, max_new_tokens, seed)
                     base = n / t
+                    written[set_name] += tokens
+                    plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
                     for k in ks:
                         peer = None
                         if not args.no_peer:
-                            n_p, t_p = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
+                            n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
                         for kind in args.drafter:
                             stats, overhead = run_ours(
@@ -211,17 +250,12 @@ def bench(pair, args, progress=True) -> dict:
                             )
                             cells[kind, k].append((base, peer, stats, overhead))
                     bar.update()
+            plains.append(plain_row(set_name, temp, plain))
             for (kind, k), runs in cells.items():
                 rows.append(row(set_name, temp, kind, k, runs, costs))
     bar.close()
     return {
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor(),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "gpu": gpu_name(pair.target.device),
-        },
+        "machine": machine(pair.target.device),
         "models": asdict(pair.summary),
         "settings": {
             "ks": ks,
@@ -234,7 +268,49 @@ def bench(pair, args, progress=True) -> dict:
             "drafters": args.drafter,
         },
         "step_costs": asdict(costs),
+        "draft_head": {
+            "rows": head.rows if head is not None else None,
+            # The share of the target's own tokens (target-only generate, every T) the head holds.
+            "coverage": {name: coverage(tokens, head) for name, tokens in written.items()},
+        },
+        "plain_loop": plains,
         "rows": [asdict(r) for r in rows],
+    }
+
+
+def machine(device) -> dict:
+    """Where a run ran: CPU model and its vector capability, cores, torch, GPU, date."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "gpu": gpu_name(device),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def cpu_model() -> str:
+    """The CPU's model name as Linux reports it; platform's processor string elsewhere."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def plain_row(set_name: str, temp: float, runs: list[tuple[float, float]]) -> dict:
+    """The engine's plain target loop against target-only generate: medians over prompts."""
+    return {
+        "prompt_set": set_name,
+        "temperature": temp,
+        "generate_tok_s": median([b for b, _ in runs]),
+        "plain_tok_s": median([p for _, p in runs]),
+        "ratio": median([p / b for b, p in runs]),
     }
 
 
@@ -261,6 +337,7 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) 
         tokens_per_pass=tpp,
         c=costs.c,
         overhead=median([o for _, _, _, o in runs]),
+        bookkeeping=median([s.bookkeeping_share for _, _, s, _ in runs]),
     )
     if k == "auto" or kind == "hybrid":  # k or the draft's cost changes from round to round
         return cell

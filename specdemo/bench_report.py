@@ -39,6 +39,7 @@ COLUMNS = [
     "prompt_set", "temperature", "drafter", "k", "baseline_tok_s", "peer_tok_s", "ours_tok_s",
     "speedup", "vs_peer", "kept_rate", "alpha", "tokens_per_pass", "c", "verify_cost",
     "predicted", "paper", "efficiency", "predicted_tpp", "efficiency_tpp", "overhead",
+    "bookkeeping",
 ]  # fmt: skip
 
 
@@ -55,10 +56,20 @@ def table(rows: list[dict], cols: list[str], headers: list[str] | None = None) -
 
 def markdown(result: dict) -> str:
     """Every cell, then per set the best fixed k next to automatic k."""
-    lines = table(result["rows"], COLUMNS)
+    rows = [{col: r.get(col) for col in COLUMNS} for r in result["rows"]]
+    lines = table(rows, COLUMNS)
     summary = best_fixed_vs_auto(result)
     if any(s["auto_speedup"] is not None for s in summary):
         lines += ["", *table(summary, list(summary[0]))]
+    if result.get("plain_loop"):
+        lines += ["", "The engine's plain target loop against target-only generate:", ""]
+        lines += table(result["plain_loop"], list(result["plain_loop"][0]))
+    head = result.get("draft_head")
+    if head and head["rows"]:
+        shares = ", ".join(
+            f"{name} {share:.1%}" for name, share in head["coverage"].items() if share is not None
+        )
+        lines += ["", f"Target tokens the {head['rows']:,}-row draft head covers: {shares}"]
     return "\n".join(lines) + "\n"
 
 

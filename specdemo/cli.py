@@ -171,8 +171,8 @@ def add_bench_args(parser) -> None:
         "--draft-head-rows",
         type=lambda v: v if v == "auto" else int(v),
         default="auto",
-        help="draft head over the first N vocabulary rows (exact for any N); 0 = the full head; "
-        "default auto (32k rows for a vocabulary over 64k)",
+        help="draft head over the N token ids the target writes most often (exact for any N); "
+        "0 = the full head; default auto (the measured count for a ranked vocabulary)",
     )
     parser.add_argument(
         "--self-draft",

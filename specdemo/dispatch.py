@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from specdemo.drafters import AUTO_HEAD_ROWS
+from specdemo import draft_vocab
 from specdemo.lm import forward
 from specdemo.models.pairs import PAIRS, ModelSpec, PairSpec
 from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS, pass_seconds, synthetic_context
@@ -146,9 +146,10 @@ def step_budget(arch: Arch, head_rows: int | None = None) -> float:
 
 
 def draft_head_rows(arch: Arch) -> int:
-    """The output rows the drafter's step reads: AUTO_HEAD_ROWS of a vocabulary over twice that
-    (``drafters.auto_head_rows``), else all."""
-    return AUTO_HEAD_ROWS if arch.vocab_size > 2 * AUTO_HEAD_ROWS else arch.vocab_size
+    """The output rows the drafter's step reads: the ranked head's rows for a vocabulary the
+    shipped ranking covers (``draft_vocab.default_rows``), else all."""
+    ranked = draft_vocab.ranking()
+    return ranked.rows if arch.vocab_size == ranked.vocab_size else arch.vocab_size
 
 
 def tiny_width_model(layers: int, four_bit: bool):

@@ -16,15 +16,9 @@ from typing import Protocol
 
 import torch
 
+from specdemo import draft_vocab
 from specdemo.draft_step import make_draft_step
-from specdemo.lm import cut_head
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
-from specdemo.vocab import vocab_size
-
-# A draft head over more than 2x this many rows is cut to this many by default: exact either way
-# (``lm.cut_head``), and cheaper per draft step (docs/BENCHMARKS.md, "Levers on the draft step
-# and the verify pass").
-AUTO_HEAD_ROWS = 32768
 
 
 @dataclass(frozen=True)
@@ -54,8 +48,11 @@ class ModelDrafter:
     after a rejection it is cropped back to the accepted text, never re-prefilled.
     With ``adaptive=True`` drafting stops early once the draft's top probability falls below
     ``threshold``: the decision uses draft-side information only, so exactness is unaffected.
-    ``head_rows`` cuts the output layer to the first rows of the vocabulary (``lm.cut_head``);
-    ``step`` is how its forward passes run ("eager", "static" or "graph", ``draft_step``).
+    ``head_rows`` keeps that many rows of the output layer, the token ids the target writes most
+    often, and learns the ids of the text as it grows (``draft_vocab``); `head` (a
+    ``lm.DraftHead``) replaces that head. q is 0 at every id the head lacks, and ``covers`` says
+    which tokens it can propose now; ``step`` is how its forward passes run
+    ("eager", "static" or "graph", ``draft_step``).
     """
 
     def __init__(
@@ -68,12 +65,15 @@ class ModelDrafter:
         head_rows: int | None = None,
         rule: AcceptanceRule = EXACT,
         step: str | None = None,
+        head=None,
     ):
         self.model, self.sampling, self.generator, self.rule = model, sampling, generator, rule
         self.adaptive, self.threshold = adaptive, threshold
-        self.head = cut_head(model, head_rows) if head_rows else None
-        self.head_rows = head_rows or None
+        if head is None:
+            head = draft_vocab.context_head(model, head_rows)
+        self.head, self.head_rows = head, head.rows if head is not None else None
         self.step = make_draft_step(model, self.head, step)
+        self._read = 0  # context tokens the head has learned from
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)
 
@@ -83,6 +83,10 @@ class ModelDrafter:
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         return ("model",)
+
+    def covers(self, token: int) -> bool:
+        """Whether the draft model can propose `token` (its head scores it)."""
+        return self.head is None or self.head.covers(token)
 
     def _sync(self, context: list[int], k: int) -> list[int]:
         """Crop the cache to its longest prefix of the context; return the tokens to feed."""
@@ -98,17 +102,22 @@ class ModelDrafter:
 
     @torch.inference_mode()
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
+        if self.head is not None and self.head.spare:  # the text's own ids, before drafting
+            self.head.learn(context[self._read :])
+            self._read = len(context)
         feed: list[int] | torch.Tensor = self._sync(context, k)
         tokens, qs = [], []
+        head = self.head  # its rows are token ids head.ids, when it has fewer than the vocabulary
         for i in range(k):
             logits = self.step.run(feed)
             if self.sampling.greedy:  # a greedy draft is deterministic: q is one-hot, left implicit
-                token = logits[-1:].argmax(-1)
+                row = logits[-1:].argmax(-1)
                 top = 1.0 if not self.adaptive else torch.softmax(logits[-1].float(), -1).max()
             else:
-                q = logits_to_probs(logits[-1:], self.sampling)  # (1, vocab)
-                token, top = draft_tokens(q, self.generator, self.rule), q.max()
-                qs.append(q)
+                q = logits_to_probs(logits[-1:], self.sampling)  # (1, rows)
+                row, top = draft_tokens(q, self.generator, self.rule), q.max()
+                qs.append(q if head is None else head.spread(q))  # (1, vocab)
+            token = row if head is None else head.tokens(row)
             tokens.append(token)
             # Adaptive k costs one host sync per draft step; a plain run never syncs here.
             if self.adaptive and i < k - 1 and float(top) < self.threshold:
@@ -214,15 +223,18 @@ class HybridDrafter:
 
 
 def auto_head_rows(draft) -> int | None:
-    """The default draft head cut: AUTO_HEAD_ROWS rows for a vocabulary over twice that."""
-    return AUTO_HEAD_ROWS if vocab_size(draft) > 2 * AUTO_HEAD_ROWS else None
+    """The head rows a drafter keeps by default (``draft_vocab.default_rows``): the most frequent
+    ids of a ranked vocabulary, else None, the full head."""
+    return draft_vocab.default_rows(draft)
 
 
-def draft_head(draft) -> torch.nn.Linear | None:
-    """The output layer a drafter made by default uses: cut (``auto_head_rows``), or None for
-    the model's own."""
-    rows = auto_head_rows(draft)
-    return cut_head(draft, rows) if rows else None
+def draft_head(draft, context: list[int] = ()):
+    """The output layer a drafter made by default uses after reading `context`
+    (``draft_vocab.context_head``), or None for the model's own."""
+    head = draft_vocab.context_head(draft, auto_head_rows(draft))
+    if head is not None:
+        head.learn(list(context))
+    return head
 
 
 def make_drafter(
@@ -239,8 +251,9 @@ def make_drafter(
     """A drafter by name: "model", "lookup" or "hybrid" (lookup, else the model; `HybridDrafter`).
     `generator` draws the draft's samples; on a draft that sits on another device than the
     generator, a generator there seeded from it. head_rows: "auto" (``auto_head_rows``), a row
-    count, or None / 0 for the full head. `rule`: how the draft model picks its tokens
-    (``sampling.draft_tokens``; only the greedy-draft mistake differs). `step`: how the draft
+    count (the most frequent ids, ``draft_vocab``), or None / 0 for the full head. `rule`: how
+    the draft model picks its tokens (``sampling.draft_tokens``; only the greedy-draft mistake
+    differs). `step`: how the draft
     model's passes run (``draft_step.resolve_draft_step``; None: $SPECDEMO_DRAFT_STEP or eager)."""
     if kind == "lookup":
         return LookupDrafter(device=device)

@@ -150,20 +150,22 @@ def speculative_generate(
     cache = prefill(target, context, stats)
     stats.prefill_time = clock.lap()
     while True:
-        clock.lap()  # the time the caller held the generator is not this round's
         source, wanted = policy.choose_source(drafter.sources(context)) if policy else (None, k)
         k_asked = min(wanted, stopper.room - 1)  # k drafts + 1 target token fit what is left
+        clock.lap()  # what came before (the caller's turn, the choice of k) is bookkeeping
         proposal = drafter.propose(context, k_asked, source)
-        draft = check_draft(proposal.tokens.tolist(), vocab)
         draft_time = clock.lap()
+        draft = check_draft(proposal.tokens.tolist(), vocab)
+        clock.lap()
         verdict, cache = verify_round(
             target, cache, context[-1], proposal, sampling, generator, rule
         )
+        verify_time = clock.lap()
         if on_verdict is not None:
             on_verdict(verdict)
         tokens, finished = stopper.cut(draft[: verdict.n_accepted] + [verdict.next_token])
         r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
-                         clock.lap())  # fmt: skip
+                         verify_time)  # fmt: skip
         for observe in observers:
             observe(r)
         context += tokens

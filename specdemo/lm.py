@@ -31,17 +31,106 @@ def forward(model, tokens: list[int] | torch.Tensor, cache, n_logits: int = 1, h
     return head(out.last_hidden_state[0, -n_logits:]), out.cache
 
 
-def cut_head(model, rows: int) -> torch.nn.Linear:
-    """The model's output layer cut to the first `rows` vocabulary rows, sharing its weights.
+class DraftHead(torch.nn.Module):
+    """An output layer over some of the vocabulary: logits for the token ids it holds only.
 
-    Logits exist for those rows only, so a draft using it gives q = 0 to every other token. The
-    acceptance rule stays exact (a token with q = 0 is never proposed and keeps all its p in the
-    residual); only alpha can drop, when the target wants a token outside the subset.
+    A draft using it gives q = 0 to every other token. The acceptance rule stays exact (a token
+    with q = 0 is never proposed and keeps all its p in the residual); only alpha can drop, when
+    the target wants a token the head lacks. It holds fixed rows for the token ids `ids` (shared
+    between heads, ``with_context``) and, when made with `spare` rows, up to that many more
+    that ``learn`` fills with the tokens of the text so far: a word of the prompt is the likeliest
+    word to come again. Unfilled spare rows score -inf (q = 0) and keep the shapes fixed, as a
+    captured CUDA graph needs. ``tokens`` maps a logit's index to its token id, ``spread`` a
+    row of probabilities onto the whole vocabulary, ``covers`` says whether an id is held.
     """
-    weight = model.get_output_embeddings().weight[:rows]  # (rows, hidden), a view
-    head = torch.nn.Linear(weight.shape[1], rows, bias=False, device="meta")
-    head.weight = torch.nn.Parameter(weight, requires_grad=False)
-    return head
+
+    def __init__(self, weight, ids, source, spare: int = 0, member=None):
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight, requires_grad=False)  # (rows, hidden)
+        self.ids = ids  # (rows,) ascending token ids, on the weight's device
+        self.source = source  # (vocab, hidden): the model's own output layer, read by `learn`
+        self.vocab = source.shape[0]
+        if member is None:
+            member = torch.zeros(self.vocab, dtype=torch.bool, device=ids.device)
+            member[ids] = True
+        self.member = member  # (vocab,) which ids the head holds
+        self.spare, self.learned = spare, 0
+        shape = (spare, weight.shape[1])
+        self.extra_weight = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        self.extra_bias = torch.full((spare,), -torch.inf, dtype=weight.dtype, device=weight.device)
+        self.all_ids = torch.cat([ids, torch.zeros(spare, dtype=ids.dtype, device=ids.device)])
+        # The first rows of the vocabulary, nothing spare: a logit's index is its token id.
+        self.prefix = not spare and bool(ids[-1] == len(ids) - 1)
+
+    @property
+    def rows(self) -> int:
+        """The fixed rows (the spare ones cost a small extra matmul, filled or not)."""
+        return self.weight.shape[0]
+
+    def with_context(self, spare: int) -> "DraftHead":
+        """A head with the same fixed rows (shared, not copied) and `spare` rows of its own."""
+        return DraftHead(self.weight.data, self.ids, self.source, spare, self.member.clone())
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = torch.nn.functional.linear(hidden, self.weight)
+        if not self.spare:
+            return logits
+        extra = torch.nn.functional.linear(hidden, self.extra_weight, self.extra_bias)
+        return torch.cat([logits, extra], -1)
+
+    @torch.inference_mode()
+    def learn(self, tokens: list[int]) -> None:
+        """Hold the ids of `tokens` too, in spare rows, while any are left."""
+        free = self.spare - self.learned
+        if free <= 0 or not tokens:
+            return
+        new = torch.tensor(tokens, dtype=torch.long, device=self.ids.device).unique()
+        new = new[(new < self.vocab) & (new >= 0)]
+        new = new[~self.member[new]][:free]
+        n = len(new)
+        if not n:
+            return
+        slots = slice(self.learned, self.learned + n)
+        self.extra_weight[slots] = self.source[new]
+        self.extra_bias[slots] = 0.0
+        self.all_ids[self.rows + self.learned : self.rows + self.learned + n] = new
+        self.member[new] = True
+        self.learned += n
+
+    def tokens(self, index: torch.Tensor) -> torch.Tensor:
+        """Token ids of logit indices; a -1 (``sampling.sample``'s row with no mass) stays -1."""
+        if self.prefix:
+            return index
+        return torch.where(index >= 0, self.all_ids[index.clamp_min(0)], index)
+
+    def spread(self, probs: torch.Tensor) -> torch.Tensor:
+        """(n, rows + spare) probabilities -> (n, vocab), zero at every id the head lacks (an
+        unfilled spare row adds its 0 to id 0)."""
+        out = probs.new_zeros((*probs.shape[:-1], self.vocab))
+        return out.index_add_(-1, self.all_ids, probs)
+
+    def covers(self, token: int) -> bool:
+        """Whether the draft can propose `token` at all."""
+        return 0 <= token < self.vocab and bool(self.member[token])
+
+
+def head_over(model, ids: torch.Tensor) -> DraftHead:
+    """The model's output layer cut to the rows of token ids `ids` (any order given; kept
+    ascending). The first rows of the vocabulary are a view of the model's weights; any other
+    set is a copy of those rows."""
+    weight = model.get_output_embeddings().weight.detach()
+    ids = torch.sort(ids.to(device=weight.device, dtype=torch.long)).values
+    if bool(ids[-1] == len(ids) - 1):
+        rows = weight[: len(ids)]  # (rows, hidden), a view
+    else:
+        rows = weight.index_select(0, ids)  # (rows, hidden), a copy
+    return DraftHead(rows, ids, weight)
+
+
+def cut_head(model, rows: int) -> DraftHead:
+    """The model's output layer cut to the first `rows` vocabulary rows, sharing its weights."""
+    weight = model.get_output_embeddings().weight
+    return head_over(model, torch.arange(rows, device=weight.device))
 
 
 def eos_ids(model) -> set[int]:

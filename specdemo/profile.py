@@ -14,7 +14,8 @@ import weakref
 import torch
 
 from specdemo.draft_step import make_draft_step
-from specdemo.lm import Stopwatch, cut_head, forward
+from specdemo.draft_vocab import draft_head
+from specdemo.lm import Stopwatch, forward
 from specdemo.theory import StepCosts
 from specdemo.vocab import vocab_size
 
@@ -92,7 +93,7 @@ def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eag
         return costs
     key = (id(draft), head_rows, step)
     if key not in measured:
-        head = cut_head(draft, head_rows) if head_rows else None
+        head = draft_head(draft, head_rows)
         measured[key] = draft_seconds(draft, synthetic_context(target, draft), head, step)
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
 
@@ -107,7 +108,7 @@ def captured_draft_seconds(target, draft, head_rows: int | None = None) -> float
     measured = _profiles.setdefault(target, {})
     key = (id(draft), head_rows, "captured")
     if key not in measured:
-        head = cut_head(draft, head_rows) if head_rows else None
+        head = draft_head(draft, head_rows)
         context = synthetic_context(target, draft)
         seconds, runner = timed_draft_step(draft, context, head, "graph")
         measured[key] = None if runner.problem else seconds

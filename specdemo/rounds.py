@@ -47,7 +47,11 @@ class Round:
             q_x=verdict.q_x,
             accept_prob=verdict.accept_prob,
             u=verdict.u,
-            residual_top=top_tokens(verdict.next_dist),
+            residual_top=(
+                [(verdict.next_token, 1.0)]
+                if verdict.next_dist is None  # greedy: all of it on the target's top choice
+                else top_tokens(verdict.next_dist)
+            ),
             tokens=tokens,
             draft_time=draft_time,
             verify_time=verify_time,
@@ -125,6 +129,18 @@ class Stats:
         return self.new_tokens / self.wall_time if self.wall_time else 0.0
 
     @property
+    def bookkeeping_time(self) -> float:
+        """Seconds of the wall time outside the prefill, the drafter's proposals and the verify
+        passes (each pass with its acceptance rule): choosing k, cutting at stops, recording
+        rounds, and whatever the caller did between rounds."""
+        return max(0.0, self.wall_time - self.prefill_time - self.draft_time - self.verify_time)
+
+    @property
+    def bookkeeping_share(self) -> float:
+        """``bookkeeping_time`` as a share of the wall time."""
+        return self.bookkeeping_time / self.wall_time if self.wall_time else 0.0
+
+    @property
     def t_draft(self) -> float:
         """Mean seconds of one draft step (0 when nothing ran a draft model)."""
         return self.draft_time / self.draft_passes if self.draft_passes else 0.0
@@ -167,6 +183,7 @@ class Stats:
             alpha=self.alpha,
             tokens_per_pass=self.tokens_per_pass,
             tokens_per_s=self.tokens_per_s,
+            bookkeeping_share=self.bookkeeping_share,
             t_draft=self.t_draft,
             t_verify=self.t_verify,
             c=self.c,

@@ -37,7 +37,8 @@ class Verdict:
     q_x: list[float]  # draft probability of each draft token (1.0 for a deterministic draft)
     accept_prob: list[float]  # min(1, p/q)
     u: list[float]  # the uniform draws; position i is accepted iff u[i] < accept_prob[i]
-    next_dist: torch.Tensor  # (vocab,) distribution next_token was drawn from (residual or p)
+    # (vocab,) distribution next_token was drawn from (residual or p); None for a greedy verify
+    next_dist: torch.Tensor | None
     # The rows the rule judged, on the device, padded to one vocabulary: p (k+1, vocab) and q
     # (k, vocab; one-hot for a deterministic draft). None for a greedy verify, which has no p.
     p: torch.Tensor | None = None
@@ -127,6 +128,13 @@ def verify(
     One device-to-host transfer at the end; rows that are not probabilities raise there.
     """
     k = draft.shape[0]
+    if k == 0:  # no guesses: the target's own token, drawn as a plain step draws it
+        token = sample(p[:1], generator)
+        host = torch.cat([valid_rows(p[:1]).long()[None], token]).tolist()
+        if not host[0]:
+            raise ValueError("verify: a probability row of p was all zero or not finite")
+        no_q = p.new_zeros((0, p.shape[-1]))
+        return Verdict(0, check_tokens(host[1:], "verify")[0], [], [], [], [], p[0], p, no_q)
     vocab = max(p.shape[-1], q.shape[-1] if q is not None else 0)
     valid = valid_rows(p) & (valid_rows(q) if q is not None else True)
     p = pad_vocab(p, vocab)
@@ -154,14 +162,15 @@ def verify(
 def verify_greedy(draft: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
     """Greedy verify: keep draft tokens while they equal argmax p; then emit argmax p.
 
-    target_logits: (k+1, vocab). No softmax over the vocabulary is needed; logits that are not
-    finite raise instead of letting argmax pick a NaN.
+    target_logits: (k+1, vocab). One pass over the logits (their row maxima and where they lie),
+    no softmax: a NaN or an infinity that wins a row raises instead of being picked. The
+    verdict's `next_dist` is None: all of it lies on `next_token`.
     """
     k = draft.shape[0]
-    best = target_logits.argmax(-1)  # (k+1,)
+    top, best = target_logits.max(-1)  # (k+1,) each
     mismatch = torch.cat([best[:k] != draft, torch.ones(1, dtype=torch.bool, device=best.device)])
     n = mismatch.int().argmax()
-    finite = torch.isfinite(target_logits).all().long()
+    finite = torch.isfinite(top).all().long()
     host = torch.cat([finite[None], n[None], best[n][None], (best[:k] == draft).long()]).tolist()
     if not host[0]:
         raise ValueError("verify: the target's logits were not finite")
@@ -173,7 +182,7 @@ def verify_greedy(draft: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
         q_x=[1.0] * k,
         accept_prob=matched,
         u=[0.0] * k,
-        next_dist=torch.nn.functional.one_hot(best[n], target_logits.shape[-1]).float(),
+        next_dist=None,
     )
 
 

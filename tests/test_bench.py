@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from specdemo import bench
-from specdemo.lm import Stopwatch
+from specdemo.lm import Stopwatch, head_over
 from specdemo.sampling import SamplingConfig
 
 ARGS = SimpleNamespace(adaptive=False, draft_head_rows=None)  # the CLI's bench arguments used
@@ -51,8 +51,8 @@ def each_pass_between_syncs(events: list[str]) -> bool:
 @pytest.mark.parametrize("k", [None, 3], ids=["target alone", "assisted"])
 def test_transformers_runs_wait_for_the_device_around_every_pass(pair, log, k):
     ids = pair.tokenizer("def add(a, b):")["input_ids"]
-    n, seconds = bench.run_hf(pair, ids, SamplingConfig(0.0), 8, 0, k)
-    assert n > 0 and seconds > 0
+    n, seconds, tokens = bench.run_hf(pair, ids, SamplingConfig(0.0), 8, 0, k)
+    assert n > 0 and seconds > 0 and len(tokens) == n
     assert each_pass_between_syncs(log), "".join(log)
 
 
@@ -61,3 +61,15 @@ def test_specdemo_runs_wait_for_the_device_around_every_pass(pair, log):
     stats, _ = bench.run_ours(pair, ids, 3, SamplingConfig(0.0), 8, 0, ARGS)
     assert stats.new_tokens > 0
     assert each_pass_between_syncs(log), "".join(log)
+
+
+def test_the_engines_plain_loop_waits_for_the_device_around_every_pass(pair, log):
+    ids = pair.tokenizer("def add(a, b):")["input_ids"]
+    assert bench.run_plain(pair, ids, SamplingConfig(0.0), 8, 0) > 0
+    assert "".join(log).count("F") == 8 and each_pass_between_syncs(log), "".join(log)
+
+
+def test_coverage_counts_the_target_tokens_a_draft_head_holds(pair):
+    head = head_over(pair.draft, torch.tensor([3, 5, 8, 13]))
+    assert bench.coverage([3, 4, 5, 5, 100], head) == pytest.approx(3 / 5)
+    assert bench.coverage([3, 4], None) is None  # the full head holds every token

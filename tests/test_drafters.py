@@ -8,9 +8,8 @@ import torch
 from conftest import ToyLM, ToyStaticCache, tiny_model, toy_tables
 
 import specdemo
-from specdemo import draft_step
+from specdemo import draft_step, draft_vocab
 from specdemo.drafters import (
-    AUTO_HEAD_ROWS,
     HYBRID_MIN_NGRAM,
     HybridDrafter,
     LookupDrafter,
@@ -154,14 +153,42 @@ def test_reduced_draft_head_keeps_greedy_exact(tiny_qwen):
     assert tokens == expected
 
 
-def test_make_drafter_cuts_only_large_draft_heads(tiny_qwen):
+def test_make_drafter_cuts_a_ranked_vocabulary_to_its_most_frequent_ids(tiny_qwen, monkeypatch):
+    """The default head keeps the ranking's rows, its most frequent ids (a copy of those rows,
+    shared by every drafter), and learns the ids of its own text; a vocabulary the ranking does
+    not rank keeps its full head."""
     sampling = SamplingConfig(1.0)
     assert make_drafter("model", tiny_qwen, sampling, None, "cpu").head is None
-    big = tiny_model("qwen2", seed=0, vocab=3 * AUTO_HEAD_ROWS, layers=1)
-    drafter = make_drafter("model", big, sampling, None, "cpu")
-    assert drafter.head.weight.shape[0] == AUTO_HEAD_ROWS
-    assert drafter.head.weight.data_ptr() == big.lm_head.weight.data_ptr()  # a view, no copy
+    big = tiny_model("qwen2", seed=0, vocab=600, layers=1)
+    assert make_drafter("model", big, sampling, None, "cpu").head is None  # not ranked
+    ranked = tuple(range(599, 0, -3))  # 200 ids, none of them among the first rows
+    ranking = draft_vocab.Ranking(600, ranked, 150)
+    monkeypatch.setattr(draft_vocab, "ranking", lambda: ranking)
+    drafter = make_drafter("model", big, sampling, torch.Generator().manual_seed(0), "cpu")
+    assert drafter.head_rows == 150 and set(drafter.head.ids.tolist()) == set(ranked[:150])
+    weight = big.lm_head.weight
+    torch.testing.assert_close(drafter.head.weight, weight[drafter.head.ids])
+    context = [1, 2, 3, 1, 599]  # 1, 2 and 3 lie outside the ranked rows
+    assert drafter.covers(599) and not drafter.covers(1) and not drafter.covers(ranked[150])
+    proposals = [drafter.propose(context, 6)]
+    assert drafter.covers(1) and drafter.covers(3) and not drafter.covers(ranked[150])
+    held = set(ranked[:150]) | {1, 2, 3}
+    outside = torch.ones(600, dtype=torch.bool)
+    outside[list(held)] = False
+    for _ in range(30):
+        proposals.append(drafter.propose(context, 6))
+    drafted = {t for proposal in proposals for t in proposal.tokens.tolist()}
+    assert drafted <= held and drafted & {1, 2, 3}  # the text's own ids get proposed too
+    for proposal in proposals:
+        assert proposal.q.shape == (6, 600)  # spread onto the vocabulary, 0 where it holds none
+        assert proposal.q[:, outside].abs().sum() == 0
+        assert proposal.q.sum(-1).sub(1).abs().max() < 1e-5
+        for x, row in zip(proposal.tokens.tolist(), proposal.q, strict=True):
+            assert row[x] > 0  # q of each drafted token is where it was drawn
     assert make_drafter("model", big, sampling, None, "cpu", head_rows=0).head is None
+    other = make_drafter("model", big, sampling, None, "cpu").head
+    assert other.weight.data_ptr() == drafter.head.weight.data_ptr()  # one copy per process
+    assert not other.covers(1)  # what a drafter learns stays its own
 
 
 def test_a_draft_on_another_device_gets_its_own_generator(tiny_qwen):

@@ -5,6 +5,7 @@ import torch
 from conftest import BigramLM, tiny_model, toy_tables
 
 import specdemo
+from specdemo import draft_vocab
 from specdemo.drafters import LookupDrafter, ModelDrafter, Proposal
 from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
 from specdemo.rounds import Stats
@@ -38,6 +39,28 @@ def test_greedy_matches_transformers_generate(arch, draft_kind):
                 assert result.stats.kept_rate == 1.0
             if draft_kind == "random":
                 assert result.stats.kept_rate < 0.3
+
+
+def test_greedy_with_a_frequency_ranked_head_matches_transformers_generate(monkeypatch):
+    """The target itself as the draft, its head over every other id (a ranked vocabulary, not
+    the first rows) and the ids of the text so far: greedy output is the target's own, and
+    only ids the head holds are ever proposed."""
+    target = tiny_model("qwen2", seed=0)
+    ranked = tuple(range(255, -1, -2))  # the odd ids, most "frequent" first
+    ranking = draft_vocab.Ranking(256, ranked, 128)
+    monkeypatch.setattr(draft_vocab, "ranking", lambda: ranking)
+    for prompt in PROMPTS:
+        expected = reference_greedy(target, prompt, 24)
+        result = specdemo.generate(target, target, prompt, k=3, temperature=0, max_new_tokens=24)
+        assert result.tokens == expected
+        text = list(prompt)
+        for r in result.rounds:
+            held = {t for t in text if t % 2 == 0}  # the even ids the head has read so far
+            assert all(t % 2 or t in held for t in r.draft)
+            if r.k and not r.bonus:  # the draft is the target: it misses only ids it lacks
+                assert r.next_token % 2 == 0 and r.next_token not in held
+            text += r.tokens
+        assert result.stats.drafted and result.stats.kept_rate < 1.0
 
 
 def test_greedy_lookup_matches_transformers_generate(tiny_qwen):

@@ -19,6 +19,7 @@ from specdemo import draft_step, engine
 from specdemo.app.exact import exactness
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
+from specdemo.lm import head_over
 from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
 from specdemo.theory import StepCosts
@@ -90,6 +91,11 @@ def chi2_pvalue(counts: dict, dist: dict) -> float:
 
 def model_drafter(draft: ToyLM, **kwargs):
     return lambda config, g, rule=EXACT: ModelDrafter(draft, config, g, rule=rule, **kwargs)
+
+
+def ranked_head_drafter(draft: ToyLM, ids: list[int]):
+    head = head_over(draft, torch.tensor(ids))
+    return lambda config, g, rule=EXACT: ModelDrafter(draft, config, g, rule=rule, head=head)
 
 
 def lookup_drafter(config, g, rule=EXACT):
@@ -182,6 +188,17 @@ CASES = {
         ToyLM(T4),
         model_drafter(ToyLM(CLOSE4), head_rows=3),
         [1],
+        3,
+        SamplingConfig(1.0),
+        4,
+    ),
+    # The draft's head over a ranked subset that is not the first rows (draft_vocab): its rows
+    # map back to token ids 0, 2, 4 and 5; tokens 1 and 3 have q = 0 and come only from a
+    # residual or a bonus.
+    "k3-t1-ranked-head": (
+        ToyLM(T6),
+        ranked_head_drafter(ToyLM(CLOSE6), [5, 0, 2, 4]),
+        [0],
         3,
         SamplingConfig(1.0),
         4,

@@ -3,6 +3,7 @@ times it."""
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 from conftest import tiny_model
 
@@ -19,6 +20,25 @@ def test_a_cut_head_gives_the_first_rows_of_the_full_logits_and_shares_the_weigh
     torch.testing.assert_close(cut, full[:, :64], atol=1e-5, rtol=1e-5)
     weight = model.get_output_embeddings().weight
     assert head.weight.data_ptr() == weight.data_ptr()  # a view, not a copy
+
+
+def test_a_head_over_any_ids_scores_those_ids_and_maps_back_to_them():
+    """Row i of a head over chosen ids is the full logit of ids[i]; sampled rows map back to
+    token ids (-1, a row with no mass, stays -1) and probabilities spread to the vocabulary."""
+    model = tiny_model("qwen2", seed=0, vocab=256)
+    full, _ = lm.forward(model, [1, 2, 3], None, n_logits=2)
+    ids = torch.tensor([200, 7, 31, 255, 64])
+    head = lm.head_over(model, ids)
+    assert head.ids.tolist() == [7, 31, 64, 200, 255] and head.rows == 5  # kept ascending
+    cut, _ = lm.forward(model, [1, 2, 3], None, n_logits=2, head=head)
+    torch.testing.assert_close(cut, full[:, head.ids], atol=1e-5, rtol=1e-5)
+    assert head.tokens(torch.tensor([0, 3, -1])).tolist() == [7, 200, -1]
+    probs = torch.softmax(cut, -1)
+    spread = head.spread(probs)
+    assert spread.shape == (2, 256) and spread.device == probs.device
+    torch.testing.assert_close(spread[:, head.ids], probs)
+    assert spread.sum(-1).tolist() == pytest.approx(probs.sum(-1).tolist())
+    assert head.covers(64) and head.covers(255) and not head.covers(8) and not head.covers(0)
 
 
 def test_forward_continues_a_cache_and_drop_last_forgets_tokens():
@@ -63,3 +83,26 @@ def test_a_stopwatch_on_apple_silicon_waits_for_the_mps_queue(monkeypatch):
     clock = lm.Stopwatch("mps")
     clock.lap()
     assert clock.mps and not clock.cuda and waits == ["mps", "mps"]
+
+
+def test_a_head_learns_the_ids_of_its_text_in_spare_rows_and_only_those():
+    """Spare rows score -inf until filled, so q is 0 there; a learned id's row is the model's
+    own; the fixed rows are shared with the head they came from, the learned ones are not."""
+    model = tiny_model("qwen2", seed=0, vocab=256)
+    full, _ = lm.forward(model, [1, 2, 3], None)
+    base = lm.head_over(model, torch.tensor([200, 7, 31]))
+    head = base.with_context(spare=2)
+    before, _ = lm.forward(model, [1, 2, 3], None, head=head)
+    assert before.shape == (1, 5) and torch.isinf(before[0, 3:]).all()
+    assert torch.softmax(before, -1)[0, 3:].sum() == 0
+    head.learn([31, 9, 9, 250, 4])  # 31 is held already; 2 spare rows take 4 and 9
+    assert [head.covers(t) for t in (4, 9, 250, 31)] == [True, True, False, True]
+    assert not base.covers(4)  # what one head learns stays its own
+    after, _ = lm.forward(model, [1, 2, 3], None, head=head)
+    torch.testing.assert_close(after[0], full[0, [7, 31, 200, 4, 9]], atol=1e-5, rtol=1e-5)
+    assert head.tokens(torch.tensor([3, 4, 0])).tolist() == [4, 9, 7]
+    probs = torch.softmax(after, -1)
+    torch.testing.assert_close(head.spread(probs)[0, [7, 31, 200, 4, 9]], probs[0])
+    assert head.weight.data_ptr() == base.weight.data_ptr()
+    head.learn([250])  # no spare row left
+    assert not head.covers(250)

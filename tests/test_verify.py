@@ -4,6 +4,7 @@ the greedy case, the first token's distribution, float64 uniforms and ratios."""
 import pytest
 import torch
 
+from specdemo.sampling import sample
 from specdemo.verify import first_token_samples, verify, verify_greedy
 
 
@@ -59,7 +60,10 @@ def test_empty_draft_is_a_plain_target_step():
     p = torch.softmax(torch.randn(1, 5), -1)
     v = verify(torch.empty(0, dtype=torch.long), None, p, torch.Generator().manual_seed(0))
     assert v.n_accepted == 0 and v.bonus and v.k == 0
-    torch.testing.assert_close(v.next_dist, p[0].double())
+    torch.testing.assert_close(v.next_dist, p[0])
+    for seed in range(20):  # the very draw a plain target step makes with the same generator
+        v = verify(torch.empty(0, dtype=torch.long), None, p, torch.Generator().manual_seed(seed))
+        assert v.next_token == int(sample(p, torch.Generator().manual_seed(seed)))
 
 
 def test_first_token_samples_follow_p():

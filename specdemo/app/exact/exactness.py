@@ -55,10 +55,11 @@ class Exactness:
 
 @torch.inference_mode()
 def next_token_probs(model, ids: list[int], sampling: SamplingConfig, head=None) -> torch.Tensor:
-    """(vocab,) warped distribution of the token after `ids`: one forward pass (through `head`
-    instead of the model's output layer if given)."""
-    logits, _ = forward(model, ids, None, head=head)  # (1, vocab)
-    return logits_to_probs(logits, sampling)[0]
+    """(vocab,) warped distribution of the token after `ids`: one forward pass (through `head`,
+    a ``lm.DraftHead``, instead of the model's output layer if given: 0 outside its rows)."""
+    logits, _ = forward(model, ids, None, head=head)  # (1, vocab or the head's rows)
+    probs = logits_to_probs(logits, sampling)
+    return (probs if head is None else head.spread(probs))[0]
 
 
 def measure(
@@ -67,7 +68,7 @@ def measure(
     """n draws of the first new token through `rule` and n direct ones, against the exact p."""
     ids = encode(pair, config)
     p = next_token_probs(pair.target, ids, config.sampling)
-    q = next_token_probs(pair.draft, ids, config.sampling, draft_head(pair.draft))
+    q = next_token_probs(pair.draft, ids, config.sampling, draft_head(pair.draft, ids))
     generator = generator or make_generator(config.seed, p.device)
     speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".

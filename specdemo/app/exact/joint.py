@@ -61,7 +61,7 @@ def probs_after(model, cache, firsts: list[int], sampling: SamplingConfig, head=
         out = model(input_ids=tokens, cache=grown, use_cache=True, logits_to_keep=1)
         return logits_to_probs(out.logits[:, -1], sampling)
     hidden = model.base_model(input_ids=tokens, cache=grown, use_cache=True).last_hidden_state
-    return logits_to_probs(head(hidden[:, -1]), sampling)
+    return head.spread(logits_to_probs(head(hidden[:, -1]), sampling))
 
 
 def too_many(count: int, limit: int | None) -> None:
@@ -79,7 +79,7 @@ class Rows:
     ``verify_many`` reads, row 1 + j for the batch's j-th token."""
 
     def __init__(self, pair, ids: list[int], sampling: SamplingConfig):
-        self.pair, self.sampling, self.head = pair, sampling, draft_head(pair.draft)
+        self.pair, self.sampling, self.head = pair, sampling, draft_head(pair.draft, ids)
         (self.p1, self.target_cache), (self.q1, self.draft_cache) = (
             prompt_step(pair.target, ids, sampling),
             prompt_step(pair.draft, ids, sampling, self.head),
@@ -214,7 +214,8 @@ def measure_pairs(
 def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):
     """The warped next-token distribution after the prompt, and the prompt's KV cache."""
     logits, cache = forward(model, ids, None, head=head)
-    return logits_to_probs(logits, sampling)[0], cache
+    probs = logits_to_probs(logits, sampling)
+    return (probs if head is None else head.spread(probs))[0], cache
 
 
 def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> JointExactness:

@@ -95,8 +95,8 @@ def run_step(pair, request: Step, state) -> list:
     t_step = costs_for(pair.target).t_step  # measured once per target (the warm-up does it)
     return [
         list(state.spans),
-        *stepping.round_markdown(r, tokenizer, config, t_step),
-        stepping.round_rows(r, tokenizer),
+        *stepping.round_markdown(r, tokenizer, config, t_step, scope.outside),
+        stepping.round_rows(r, tokenizer, scope.outside),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
         *microscope.figures(scope),
         f"**Round {state.rounds}:** {microscope.markdown(scope, r, tokenizer)}",

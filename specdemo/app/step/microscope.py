@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
-from specdemo.app.step.stepping import Microscope
+from specdemo.app.step.stepping import Microscope, cannot_propose
 from specdemo.render import COLORS
 from specdemo.rounds import Round
 from specdemo.text import token_text
@@ -117,7 +117,15 @@ def _mark(m: Microscope, token: int, text: str) -> list[str]:
 
 
 def markdown(m: Microscope, r: Round, tokenizer) -> str:
-    """One short plain-language note under the chart."""
+    """One short plain-language note under the chart; where the target's token is one the draft
+    cannot propose, a sentence that says so."""
+    note = _note(m, r, tokenizer)
+    if m.outside:
+        note += " " + cannot_propose(f"`{token_text(tokenizer, m.drawn)}`", m.head_rows)
+    return note
+
+
+def _note(m: Microscope, r: Round, tokenizer) -> str:
 
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"

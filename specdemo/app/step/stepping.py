@@ -63,6 +63,10 @@ class Microscope:
     left: float | None = None  # Σ max(0, p − q): the mass the residual renormalises
     p_x: float | None = None  # p and q of the rejected guess
     q_x: float | None = None
+    # The draft model's head leaves `drawn` out (``draft_vocab``): it could never have guessed
+    # it, and q there is 0. `head_rows` is how many token ids that head scores.
+    outside: bool = False
+    head_rows: int | None = None
 
 
 def next_round(
@@ -94,7 +98,7 @@ def next_round(
     )
     with contextlib.closing(rounds):
         r = next(rounds)
-    scope = microscope(pair.tokenizer, r, verdicts[-1])
+    scope = microscope(pair.tokenizer, r, verdicts[-1], drafter.draft_model)
     generated = list(state.context[state.prompt_len :])
     detok = Detokenizer(pair.tokenizer, generated)
     spans = round_spans(r, detok, show_rejected=True)
@@ -108,13 +112,18 @@ def next_round(
     return state, r, scope
 
 
-def microscope(tokenizer, r: Round, verdict: Verdict) -> Microscope:
+def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Microscope:
     """p and q at the position where round `r` ended, from its `verdict`: the rows of p and q
-    the acceptance rule judged (q from the drafter's own, possibly cut, head, zero-padded to the
-    target's vocabulary; one-hot on a copied guess). A greedy round has none to show."""
+    the acceptance rule judged (q from the drafter's own head, 0 at every token id it leaves
+    out; one-hot on a copied guess). A greedy round has none to show. `draft_model` (a
+    ``drafters.ModelDrafter``) says whether a model-drafted round's token was one the draft could
+    propose at all."""
     i = r.n_accepted
     kind = "greedy" if verdict.p is None else "bonus" if r.bonus else "rejected"
     scope = Microscope(kind, i, r.rejected, r.next_token, r.source)
+    if draft_model is not None and r.source == "model" and not r.bonus:
+        outside = not draft_model.covers(r.next_token)
+        scope = replace(scope, outside=outside, head_rows=draft_model.head_rows)
     if kind == "greedy":
         return scope
     p = verdict.p[i].double()
@@ -155,8 +164,9 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None)
     )
 
 
-def round_rows(r: Round, tokenizer) -> list[list]:
-    """One row per draft position, then the target's own token (columns: STEP_COLUMNS)."""
+def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
+    """One row per draft position, then the target's own token (columns: STEP_COLUMNS);
+    `outside`: that token is one the draft cannot propose (``Microscope.outside``)."""
     rows = []
     for i, token in enumerate(r.draft):
         verdict = "accepted" if i < r.n_accepted else "rejected" if i == r.n_accepted else "—"
@@ -173,8 +183,20 @@ def round_rows(r: Round, tokenizer) -> list[list]:
             ]
         )
     verdict = "bonus (from p)" if r.bonus else "resampled (from the residual)"
+    if outside:
+        verdict += ", a token the draft cannot propose"
     rows.append([r.n_accepted + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
     return rows
+
+
+def cannot_propose(token: str, rows: int | None = None) -> str:
+    """The sentence for a target token outside the draft's head (``draft_vocab``)."""
+    head = f"the {rows:,} token ids" if rows else "the token ids"
+    return (
+        f"The draft cannot propose {token}: its output layer scores only {head} the target "
+        "writes most often, and this is not one of them, so q = 0 there and no guess could have "
+        "matched it. Exactness is untouched: the target supplies such a token itself."
+    )
 
 
 def draft_cost(steps: int, seconds: float, verify_seconds: float) -> str:
@@ -217,11 +239,12 @@ def verify_cost(k: int, seconds: float, t_step: float | None) -> str:
 
 
 def round_markdown(
-    r: Round, tokenizer, config: RunConfig, t_step: float | None = None
+    r: Round, tokenizer, config: RunConfig, t_step: float | None = None, outside: bool = False
 ) -> tuple[str, str, str]:
     """Plain-language notes on the round's three phases: draft, verify, accept/reject. Every
     comparison is chosen from the figures printed beside it; `t_step` is one plain target
-    step's measured seconds (``profile.costs_for``), None when not measured."""
+    step's measured seconds (``profile.costs_for``), None when not measured; `outside`: the
+    target's token is one the draft cannot propose (``Microscope.outside``)."""
 
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"
@@ -292,6 +315,8 @@ def round_markdown(
             f"correction makes every token follow p exactly. This round: {i} kept + 1 = "
             f"{i + 1} tokens."
         )
+    if outside:
+        outcome += f" {cannot_propose(tok(r.next_token))}"
     return (
         f"**1 · Draft.** {draft}",
         f"**2 · Verify.** {verify}",

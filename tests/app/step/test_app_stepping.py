@@ -6,12 +6,13 @@ import pytest
 import torch
 from conftest import PROMPT
 
-from specdemo import drafters
+from specdemo import draft_vocab
 from specdemo.app import charts, numbers
 from specdemo.app.config import parse_run
 from specdemo.app.step import microscope, stepping
 from specdemo.rounds import Round
 from specdemo.text import token_labels
+from specdemo.vocab import vocab_size
 
 
 def test_step_through_advances_the_context(pair):
@@ -165,18 +166,61 @@ def test_the_microscope_shows_p_and_q_at_the_rejected_guess(pair):
     assert list(rest.data[0].y) == m.residual
 
 
-def test_the_microscopes_q_comes_from_the_drafters_cut_head(pair, monkeypatch):
-    """A draft whose output layer is cut proposes from the cut head's q; the microscope
-    shows that q, not the full head's."""
-    monkeypatch.setattr(drafters, "AUTO_HEAD_ROWS", 150)  # the tiny vocab of 400 gets cut
+def rank_half_the_vocabulary(pair, monkeypatch) -> set[int]:
+    """The draft's head over 150 of the tiny pair's 400 ids, none of them the first rows."""
+    vocab = vocab_size(pair.draft)
+    ranked = tuple(range(vocab - 1, 0, -2))
+    ranking = draft_vocab.Ranking(vocab, ranked, 150)
+    monkeypatch.setattr(draft_vocab, "ranking", lambda: ranking)
+    return set(ranked[:150])
+
+
+def test_the_microscopes_q_comes_from_the_drafters_ranked_head(pair, monkeypatch):
+    """A draft whose output layer keeps only its ranked ids proposes from that head's q; the
+    microscope shows that q, not the full head's, and q is 0 at every id the head leaves out."""
+    kept = rank_half_the_vocabulary(pair, monkeypatch)
     config = parse_run(PROMPT, k=4, temperature=1.0, seed=1)
     context, r, m = step_until(pair, config, lambda r: not r.bonus)
     n = r.n_accepted
+    assert set(r.draft) <= kept
     assert m.q_x == pytest.approx(r.q_x[n], abs=1e-6)
     assert m.p_x == pytest.approx(r.p_x[n], abs=1e-6)
     full = independent_probs(pair.draft, list(context) + r.draft[:n], 1.0)
     assert abs(float(full[r.draft[n]]) - r.q_x[n]) > 1e-3  # the full head would disagree
-    assert all(q == 0 for t, q in zip(m.tokens, m.q, strict=False) if t >= 150)
+    assert all(q == 0 for t, q in zip(m.tokens, m.q, strict=False) if t not in kept)
+    assert any(q > 0 for t, q in zip(m.tokens, m.q, strict=False) if t in kept)
+
+
+def said_cannot_propose(pair, config, r, m) -> list[bool]:
+    """Whether the table, the round's notes and the microscope say the draft cannot propose."""
+    notes = " ".join(stepping.round_markdown(r, pair.tokenizer, config, None, m.outside))
+    return [
+        "cannot propose" in stepping.round_rows(r, pair.tokenizer, m.outside)[-1][-1],
+        "The draft cannot propose" in notes,
+        "The draft cannot propose" in microscope.markdown(m, r, pair.tokenizer),
+    ]
+
+
+def test_a_token_the_draft_cannot_propose_is_named_as_such(pair, monkeypatch):
+    """Where the target's token lies outside the draft's head, the table, the round's notes and
+    the microscope say that the draft cannot propose it; with the full head, none ever does."""
+    config = parse_run(PROMPT, k=2, temperature=1.0, seed=3)
+    state, judged = None, 0
+    for _ in range(6):  # the full head: every token can be proposed
+        state, r, m = stepping.next_round(pair, config, state)
+        assert not m.outside and said_cannot_propose(pair, config, r, m) == [False] * 3
+        judged += not r.bonus
+    assert judged
+    kept = rank_half_the_vocabulary(pair, monkeypatch)
+    state = None
+    for _ in range(20):
+        state, r, m = stepping.next_round(pair, config, state)
+        assert m.outside == (not r.bonus and r.next_token not in kept)
+        assert said_cannot_propose(pair, config, r, m) == [m.outside] * 3
+        if m.outside:
+            assert m.head_rows == 150
+            return
+    pytest.fail("20 rounds never ended on a token outside the head")
 
 
 def test_a_copied_guess_has_all_of_q_on_it(pair):

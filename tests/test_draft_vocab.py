@@ -1,0 +1,87 @@
+"""draft_vocab.py: the shipped frequency ranking of Qwen2.5's ids, and the heads built from it."""
+
+import importlib.util
+import json
+
+import torch
+from conftest import ROOT, tiny_model
+
+from specdemo import draft_vocab
+from specdemo.drafters import make_drafter
+from specdemo.sampling import SamplingConfig
+
+QWEN_VOCAB = 151_936
+ENDOFTEXT, IM_END, IM_START = 151_643, 151_645, 151_644
+BACKTICKS = 73_594  # "```", which the first 32,768 ids leave out
+
+
+def test_the_shipped_ranking_holds_each_id_once_and_says_where_it_comes_from():
+    data = json.loads(draft_vocab.RANKS_FILE.read_text(encoding="utf-8"))
+    assert data["about"] and data["command"].startswith("python scripts/rank_tokens.py")
+    ranking = draft_vocab.ranking()
+    assert ranking.vocab_size == QWEN_VOCAB and 0 < ranking.rows < QWEN_VOCAB
+    ids = ranking.ranked
+    assert len(set(ids)) == len(ids) and 0 <= min(ids) and max(ids) < QWEN_VOCAB
+    first = set(ids[:300])  # the chat's special tokens and the 256 byte tokens lead
+    assert {ENDOFTEXT, IM_END, IM_START} <= first and set(range(256)) <= first
+    assert BACKTICKS in set(ids[: ranking.rows])
+
+
+def test_the_default_head_holds_every_token_the_target_wrote_twice_in_its_ranking_answers():
+    """The ranking is built from these answers (scripts/rank_tokens.py): a token the target wrote
+    at least twice there is among the rows a drafter keeps."""
+    answers = json.loads((ROOT / "docs" / "bench" / "rank-answers.json").read_text())
+    counts = {}
+    for texts in answers["answers"].values():
+        for text in texts:
+            for t in text:
+                counts[t] = counts.get(t, 0) + 1
+    kept = set(draft_vocab.ranking().top(draft_vocab.ranking().rows))
+    assert sum(counts.values()) > 5000
+    missing = [t for t, n in counts.items() if n >= 2 and t not in kept]
+    assert not missing, missing[:20]
+
+
+def test_top_fills_past_the_ranked_ids_in_id_order_without_repeats():
+    ranking = draft_vocab.Ranking(10, (7, 2, 9), 4)
+    assert ranking.top(2) == [7, 2]
+    assert ranking.top(6) == [7, 2, 9, 0, 1, 3]
+    assert sorted(ranking.top(10)) == list(range(10))
+
+
+def test_a_qwen_sized_draft_keeps_the_shipped_rows_and_a_small_one_its_full_head():
+    sampling = SamplingConfig(1.0)
+    assert draft_vocab.default_rows(tiny_model("qwen2", seed=0)) is None
+    draft = tiny_model("qwen2", seed=0, vocab=QWEN_VOCAB, layers=1)
+    ranking = draft_vocab.ranking()
+    assert draft_vocab.default_rows(draft) == ranking.rows
+    drafter = make_drafter("model", draft, sampling, torch.Generator().manual_seed(0), "cpu")
+    assert drafter.head_rows == ranking.rows
+    assert set(drafter.head.ids.tolist()) == set(ranking.top(ranking.rows))
+    assert drafter.covers(BACKTICKS) and drafter.covers(IM_END)
+    assert set(drafter.propose([1, 2, 3], 4).tokens.tolist()) <= set(drafter.head.ids.tolist())
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_figures_are_what_the_measured_json_gives():
+    """BENCHMARKS' table is the check's own rendering of its JSON, and README's coverage
+    figures are the JSON's at the shipped head size."""
+    result = json.loads((ROOT / "docs" / "bench" / "draft-vocab.json").read_text())
+    assert result["chosen_rows"] == result["shipped_rows"] == draft_vocab.ranking().rows
+    benchmarks = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert load_script("draft_vocab_check").markdown(result) in benchmarks
+    row = next(r for r in result["table"] if r["rows"] == result["chosen_rows"])
+    text, first = row["ranked_with_text"], row["first_ids"]
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = (
+        f"{100 * text['code']:.1f}% of the target's code tokens, {100 * text['prose']:.1f}% of "
+        f"prose and {100 * text['copy']:.1f}% of copy-edits, where the first 32,768 ids hold "
+        f"{100 * first['code']:.1f}%, {100 * first['prose']:.1f}% and {100 * first['copy']:.1f}%"
+    )
+    assert said in readme
