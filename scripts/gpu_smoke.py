@@ -304,13 +304,11 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     the eager costs after 100 rounds at 0.9 per draft: at c >= 0.8 it must stop drafting
     with the model (K = 0)."""
     from specdemo.draft_step import make_draft_step
-    from specdemo.drafters import auto_head_rows
-    from specdemo.lm import cut_head
+    from specdemo.drafters import draft_head
     from specdemo.policy import Acceptance, AutoK
     from specdemo.profile import draft_seconds
 
-    rows = auto_head_rows(pair.draft)
-    head = cut_head(pair.draft, rows) if rows else None
+    head = draft_head(pair.draft, context)  # a drafter's own: ranked rows and the text's ids
     mode = "graph" if torch.device(pair.draft.device).type == "cuda" else "static"
     outcomes = []
     with torch.inference_mode():
@@ -322,8 +320,9 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
         worst, same = 0.0, True
         for token in context[:4]:
             a, b = eager.run([token]).float(), other.run([token]).float()
-            worst = max(worst, float((a - b).abs().max() / a.abs().max()))
-            same &= bool(a.argmax() == b.argmax())
+            held = torch.isfinite(a)  # spare head rows no text filled score -inf in both
+            worst = max(worst, float((a - b)[held].abs().max() / a[held].abs().max()))
+            same &= bool(a.argmax() == b.argmax()) and bool((held == torch.isfinite(b)).all())
         eps = torch.finfo(pair.draft.dtype).eps
         problem = getattr(other, "problem", "")
         ok = same and worst <= NF4_TOLERANCE * eps and not problem

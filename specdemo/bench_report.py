@@ -73,6 +73,37 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def auto_markdown(result: dict) -> str:
+    """Automatic K against target-only `generate` per prompt set and T, the engine's plain loop
+    against `generate`, and the draft head's coverage: the tables BENCHMARKS shows for a run
+    with ``--ks auto``."""
+    plain = {(r["prompt_set"], r["temperature"]): r for r in result.get("plain_loop", [])}
+    lines = [
+        "| set | T | `generate` tok/s | auto K tok/s | **auto K speedup** | α | tokens/pass "
+        "| bookkeeping | plain loop / `generate` |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        if r["k"] != "auto":
+            continue
+        loop = plain.get((r["prompt_set"], r["temperature"]))
+        ratio = f"{loop['ratio']:.2f}×" if loop else "—"
+        lines.append(
+            f"| {r['prompt_set']} | {r['temperature']:g} | {r['baseline_tok_s']:.2f} "
+            f"| {r['ours_tok_s']:.2f} | **{r['speedup']:.2f}×** | {r['alpha']:.2f} "
+            f"| {r['tokens_per_pass']:.2f} | {100 * r['bookkeeping']:.1f}% "
+            f"| {ratio} |"
+        )
+    head = result.get("draft_head") or {}
+    if head.get("rows"):
+        shares = ", ".join(
+            f"{name} {100 * share:.1f}%" for name, share in head["coverage"].items() if share
+        )
+        lines += ["", f"Target tokens (target-only `generate`, both T) the {head['rows']:,}-row "
+                  f"ranked head holds, without the text's ids: {shares}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 # The summary's columns and their headers: what the GPU check reports for each fixed k.
 SUMMARY_COLUMNS = {
     "run": "run",

@@ -8,6 +8,13 @@ observations (a position never reached takes the pooled rate). A round costs
 k * t_draft + t_verify(k), with t_verify(0) = t_step: K = 0, a plain target step, wins whenever
 drafting is predicted not to pay. K depends only on rounds already finished, so the output
 distribution stays exactly the target's.
+
+A draft-model round also costs what the profile's one-token step does not show: the draft first
+catches up on the tokens the last round added (a forward of two or more tokens), right after the
+target's pass has taken the caches. The policy measures that extra on this request's rounds that
+follow a drafting round (the steady state it prices; a catch-up after plain steps, or the first
+round's prefill of the prompt, is paid once) and adds it to each drafting round it prices, so
+that a draft dearer in use than in its profile makes plain steps win, as they should.
 """
 
 from dataclasses import dataclass, field
@@ -31,6 +38,8 @@ PROBE_MAX = 32
 # first tokens of an answer are often the hardest to guess, and a single early rejection should
 # not switch drafting off.
 MIN_EVIDENCE = 8
+# Rounds of no extra cost the measured extra is shrunk towards, while few rounds are measured.
+EXTRA_PRIOR = 2.0
 
 
 @dataclass
@@ -79,11 +88,21 @@ class AutoK:
         self.acceptance: dict[str, Acceptance] = {}
         self.plain_in_a_row = 0
         self.probe_every = PROBE_EVERY
+        self.extra_seconds, self.extra_rounds = 0.0, 0  # measured beyond k profiled steps
+        self.drafted_last = False  # the last round was drafted by the model
+
+    @property
+    def draft_extra(self) -> float:
+        """Seconds a draft-model round spent beyond its steps at the profile's price, mean over
+        this request's measured rounds (shrunk towards 0 while they are few)."""
+        return self.extra_seconds / (self.extra_rounds + EXTRA_PRIOR)
 
     def seconds(self, k: int, source: str) -> float:
-        """One round's predicted cost: k draft steps (free for lookup) and the verify pass."""
+        """One round's predicted cost: k draft steps (free for lookup) with the measured extra
+        of a drafting round, and the verify pass."""
         t_draft = self.costs.t_draft if source == "model" else 0.0
-        return k * t_draft + (self.costs.t_verify[k] if k else self.costs.t_step)
+        extra = max(self.draft_extra, -0.5 * k * t_draft) if source == "model" and k else 0.0
+        return k * t_draft + extra + (self.costs.t_verify[k] if k else self.costs.t_step)
 
     def tokens_per_second(self, source: str) -> list[float]:
         """Predicted tokens per second for k = 0..k_max."""
@@ -118,3 +137,10 @@ class AutoK:
     def update(self, r: Round) -> None:
         if r.k:
             self.acceptance.setdefault(r.source, Acceptance()).add(r.k, r.n_accepted)
+        drafted = r.source == "model" and r.draft_steps > 0
+        # Only a round after a drafting round shows the steady state's extra; a round timed at
+        # 0 was not measured.
+        if drafted and self.drafted_last and r.draft_time > 0:
+            self.extra_seconds += r.draft_time - r.draft_steps * self.costs.t_draft
+            self.extra_rounds += 1
+        self.drafted_last = drafted

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specdemo import bench
+from specdemo import bench, bench_report
 from specdemo.lm import Stopwatch, head_over
 from specdemo.sampling import SamplingConfig
 
@@ -73,3 +73,17 @@ def test_coverage_counts_the_target_tokens_a_draft_head_holds(pair):
     head = head_over(pair.draft, torch.tensor([3, 5, 8, 13]))
     assert bench.coverage([3, 4, 5, 5, 100], head) == pytest.approx(3 / 5)
     assert bench.coverage([3, 4], None) is None  # the full head holds every token
+
+
+def test_the_auto_table_shows_each_set_with_its_plain_loop_and_the_heads_coverage():
+    row = dict(prompt_set="prose", temperature=1.0, k="auto", baseline_tok_s=5.0, ours_tok_s=5.5,
+               speedup=1.1, alpha=0.7, tokens_per_pass=1.8, bookkeeping=0.004)  # fmt: skip
+    result = {
+        "rows": [row, {**row, "k": 2}],
+        "plain_loop": [{"prompt_set": "prose", "temperature": 1.0, "ratio": 0.99}],
+        "draft_head": {"rows": 32768, "coverage": {"prose": 0.975}},
+    }
+    text = bench_report.auto_markdown(result)
+    assert "| prose | 1 | 5.00 | 5.50 | **1.10×** | 0.70 | 1.80 | 0.4% | 0.99× |" in text
+    assert text.count("| prose |") == 1  # fixed-K rows are not automatic K's
+    assert "32,768-row ranked head holds, without the text's ids: prose 97.5%." in text

@@ -1,6 +1,7 @@
 """policy.py: automatic K from measured step costs and per-position acceptance."""
 
 import collections
+import dataclasses
 import random
 
 import pytest
@@ -154,3 +155,26 @@ def test_on_a_launch_bound_gpu_automatic_k_is_never_slower_than_the_target(seed)
     assert speed >= 0.98 and chosen["plain"] > 2 * chosen["model"], (speed, chosen)
     speed, chosen = simulated_speedup(AutoK(LAUNCH_BOUND), {"lookup": 0.8, "model": 0.9}, 256, seed)
     assert speed >= 1.5 and chosen["lookup"] > 4 * chosen["model"], (speed, chosen)
+
+
+def test_a_draft_dearer_in_use_than_in_its_profile_makes_plain_steps_win():
+    """Rounds whose proposals took a whole step beyond their profiled draft steps: drafting at
+    α = 0.8, which pays at the profile's price (1.36x at K = 2), pays at no K once the policy has
+    measured that extra."""
+    costs = StepCosts(t_step=1.0, t_draft=0.2, t_verify={k: 1.1 + 0.15 * k for k in range(1, 9)})
+    cheap, dear = AutoK(costs), AutoK(costs)
+    for policy, extra in ((cheap, 0.0), (dear, 1.0)):
+        rng = random.Random(0)
+        for _ in range(40):
+            k = max(policy.choose("model"), 1)
+            kept = next((i for i in range(k) if rng.random() >= 0.8), k)
+            r = fake_round(k, kept)
+            policy.update(dataclasses.replace(r, draft_time=k * costs.t_draft + extra))
+    assert cheap.draft_extra == pytest.approx(0.0) and cheap.choose("model") > 0
+    assert dear.draft_extra == pytest.approx(39 / 41)  # the first round is the draft's prefill
+    dear.update(fake_round(0, 0))  # a plain step: the next round's catch-up is not measured
+    dear.update(dataclasses.replace(fake_round(1, 1), draft_time=5.0))
+    assert dear.draft_extra == pytest.approx(39 / 41)
+    assert dear.seconds(1, "model") == pytest.approx(0.2 + dear.draft_extra + 1.25)
+    assert max(dear.tokens_per_second("model")[1:]) < dear.tokens_per_second("model")[0]
+    assert dear.choose("model") == 0

@@ -1,7 +1,9 @@
 """rounds.py: a Round built from a proposal and a verdict, and the Stats that count rounds."""
 
+import pytest
 import torch
 
+import specdemo
 from specdemo.drafters import Proposal
 from specdemo.rounds import Round, Stats
 from specdemo.verify import Verdict
@@ -37,3 +39,19 @@ def test_stats_tell_the_two_acceptance_rates_apart():
     assert stats.kept_rate == 4 / 6 and stats.alpha == 4 / 5
     assert stats.new_tokens == 2 + 4 and stats.target_passes == 2
     assert stats.accepted_hist == [0, 1, 0, 1]
+
+
+def test_bookkeeping_is_the_wall_time_outside_prefill_proposals_and_verify_passes():
+    stats = Stats(wall_time=10.0, prefill_time=1.0, draft_time=3.0, verify_time=5.0)
+    assert stats.bookkeeping_time == pytest.approx(1.0)
+    assert stats.bookkeeping_share == pytest.approx(0.1)
+    assert stats.as_dict()["bookkeeping_share"] == pytest.approx(0.1)
+    assert Stats().bookkeeping_share == 0.0
+
+
+def test_a_generations_times_add_up_to_its_wall_time(tiny_qwen):
+    result = specdemo.generate(tiny_qwen, tiny_qwen, [1, 2, 3], k=2, max_new_tokens=12, seed=0)
+    s = result.stats
+    parts = s.prefill_time + s.draft_time + s.verify_time + s.bookkeeping_time
+    assert s.bookkeeping_time > 0 and parts == pytest.approx(s.wall_time)
+    assert s.draft_time == pytest.approx(sum(r.draft_time for r in result.rounds))

@@ -194,8 +194,9 @@ def cannot_propose(token: str, rows: int | None = None) -> str:
     head = f"the {rows:,} token ids" if rows else "the token ids"
     return (
         f"The draft cannot propose {token}: its output layer scores only {head} the target "
-        "writes most often, and this is not one of them, so q = 0 there and no guess could have "
-        "matched it. Exactness is untouched: the target supplies such a token itself."
+        "writes most often and the ids already in this text, and this is neither, so q = 0 "
+        "there and no guess could have matched it. Exactness is untouched: such a token comes "
+        "from the target's own p."
     )
 
 
