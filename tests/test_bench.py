@@ -2,10 +2,12 @@
 alone and assisted) and specdemo's wait for the device the same way, around every model pass."""
 
 import copy
+import json
 from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import ROOT
 
 from specdemo import bench, bench_report
 from specdemo.lm import Stopwatch, head_over
@@ -87,3 +89,12 @@ def test_the_auto_table_shows_each_set_with_its_plain_loop_and_the_heads_coverag
     assert "| prose | 1 | 5.00 | 5.50 | **1.10×** | 0.70 | 1.80 | 0.4% | 0.99× |" in text
     assert text.count("| prose |") == 1  # fixed-K rows are not automatic K's
     assert "32,768-row ranked head holds, without the text's ids: prose 97.5%." in text
+
+
+def test_benchmarks_shows_the_automatic_k_run_as_its_json_gives():
+    """BENCHMARKS' automatic-K table is ``auto_markdown`` of the raw JSON beside it, which names
+    the machine it ran on."""
+    result = json.loads((ROOT / "docs" / "bench" / "auto-vocab.json").read_text())
+    assert {"cpu", "cpu_capability", "threads", "torch", "date"} <= set(result["machine"])
+    benchmarks = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    assert bench_report.auto_markdown(result) in benchmarks

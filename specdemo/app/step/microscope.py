@@ -126,7 +126,6 @@ def markdown(m: Microscope, r: Round, tokenizer) -> str:
 
 
 def _note(m: Microscope, r: Round, tokenizer) -> str:
-
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"
 
