@@ -304,11 +304,11 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     the eager costs after 100 rounds at 0.9 per draft: at c >= 0.8 it must stop drafting
     with the model (K = 0)."""
     from specdemo.draft_step import make_draft_step
-    from specdemo.drafters import draft_head
+    from specdemo.drafters import drafter_head
     from specdemo.policy import Acceptance, AutoK
     from specdemo.profile import draft_seconds
 
-    head = draft_head(pair.draft, context)  # a drafter's own: ranked rows and the text's ids
+    head = drafter_head(pair.draft, context)  # a drafter's own: ranked rows and the text's ids
     mode = "graph" if torch.device(pair.draft.device).type == "cuda" else "static"
     outcomes = []
     with torch.inference_mode():

@@ -28,7 +28,6 @@ step's cost against held-out coverage (docs/BENCHMARKS.md, "The draft's vocabula
 """
 
 import argparse
-import datetime
 import json
 import platform
 import sys
@@ -51,17 +50,10 @@ KEPT = 65_536  # ranked ids the file keeps: more than any head uses
 
 
 def machine() -> dict:
-    import torch
+    """Where the answers were generated (``specdemo.machine``)."""
+    from specdemo.machine import machine as where
 
-    from specdemo.bench import cpu_model
-
-    return {
-        "cpu": cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "cores": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "date": datetime.date.today().isoformat(),
-    }
+    return where("cpu")
 
 
 def answers(args) -> None:

@@ -9,10 +9,8 @@ three ways run under a ``ForwardTimer``, so each pays the same wait around every
 """
 
 import dataclasses
-import datetime
 import importlib.util
 import json
-import platform
 import statistics
 from dataclasses import asdict, dataclass
 from importlib.resources import files
@@ -31,6 +29,7 @@ from specdemo.engine import (
     speculative_generate,
 )
 from specdemo.lm import Stopwatch
+from specdemo.machine import machine
 from specdemo.profile import measure_costs
 from specdemo.rounds import Stats
 from specdemo.sampling import SamplingConfig
@@ -278,31 +277,6 @@ def bench(pair, args, progress=True) -> dict:
     }
 
 
-def machine(device) -> dict:
-    """Where a run ran: CPU model and its vector capability, cores, torch, GPU, date."""
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor(),
-        "cpu": cpu_model(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "gpu": gpu_name(device),
-        "date": datetime.date.today().isoformat(),
-    }
-
-
-def cpu_model() -> str:
-    """The CPU's model name as Linux reports it; platform's processor string elsewhere."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def plain_row(set_name: str, temp: float, runs: list[tuple[float, float]]) -> dict:
     """The engine's plain target loop against target-only generate: medians over prompts."""
     return {
@@ -351,14 +325,6 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) 
         predicted_tpp=predicted_tpp,
         efficiency_tpp=speedup / predicted_tpp,
     )
-
-
-def gpu_name(device) -> str | None:
-    """The CUDA device's name and compute capability; None on a CPU."""
-    if torch.device(device).type != "cuda":
-        return None
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"{torch.cuda.get_device_name(device)} (compute capability {major}.{minor})"
 
 
 def main(pair, args) -> int:

@@ -228,7 +228,7 @@ def auto_head_rows(draft) -> int | None:
     return draft_vocab.default_rows(draft)
 
 
-def draft_head(draft, context: list[int] = ()):
+def drafter_head(draft, context: list[int] = ()):
     """The output layer a drafter made by default uses after reading `context`
     (``draft_vocab.context_head``), or None for the model's own."""
     head = draft_vocab.context_head(draft, auto_head_rows(draft))

@@ -15,7 +15,7 @@ from scipy.stats import chisquare
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.generate.comparison import common_prefix
 from specdemo.app.generate.race import last, run_speculative, run_target
-from specdemo.drafters import draft_head
+from specdemo.drafters import drafter_head
 from specdemo.engine import make_generator
 from specdemo.lm import forward
 from specdemo.sampling import (
@@ -68,7 +68,7 @@ def measure(
     """n draws of the first new token through `rule` and n direct ones, against the exact p."""
     ids = encode(pair, config)
     p = next_token_probs(pair.target, ids, config.sampling)
-    q = next_token_probs(pair.draft, ids, config.sampling, draft_head(pair.draft, ids))
+    q = next_token_probs(pair.draft, ids, config.sampling, drafter_head(pair.draft, ids))
     generator = generator or make_generator(config.seed, p.device)
     speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".

@@ -6,7 +6,7 @@ against p; at K = 1 a kept draft earns the bonus from p(· | first). A draw whos
 draft has its second token from a fresh round drafting after its resampled first token. Draws
 are grouped by first token, so each distinct first token costs one batched position of each
 model, not one pass per draw; the exact joint is p(a) · p(b | a), from the same passes. The
-draft's q comes from the head the drafter ships (``drafters.draft_head``).
+draft's q comes from the head the drafter ships (``drafters.drafter_head``).
 """
 
 import copy
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from specdemo.app.exact.exactness import MIN_EXPECTED, chi2_pvalue
-from specdemo.drafters import draft_head
+from specdemo.drafters import drafter_head
 from specdemo.lm import forward
 from specdemo.sampling import (
     EXACT,
@@ -79,7 +79,7 @@ class Rows:
     ``verify_many`` reads, row 1 + j for the batch's j-th token."""
 
     def __init__(self, pair, ids: list[int], sampling: SamplingConfig):
-        self.pair, self.sampling, self.head = pair, sampling, draft_head(pair.draft, ids)
+        self.pair, self.sampling, self.head = pair, sampling, drafter_head(pair.draft, ids)
         (self.p1, self.target_cache), (self.q1, self.draft_cache) = (
             prompt_step(pair.target, ids, sampling),
             prompt_step(pair.draft, ids, sampling, self.head),
