@@ -3,20 +3,22 @@ which installs the wheels in wheels/ first.
 
 Usage: gpu_smoke.py [--dry-run] [OUT]
 
-Seven checks in order, every one run even after another fails: (1) versions, compute capability
-and the compute dtype specdemo picks; (2) a bitsandbytes NF4 Linear at 1 and 5 rows against a
-matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and one short
-generation; (4) every model handler on the device, each value it yields or returns pickled and
-unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5) step
-costs of random-weight models of the real target and draft architectures in 4-bit, against the
-budgets specdemo.app.page.gpu derives for that pair (gpu.budget_of), the draft step eager against a
-captured CUDA graph (logits and time), and the K automatic K picks at those costs; (6) a trimmed
-scripts/gpu_bench.sh, its summary under OUT/bench (default OUT: bench_out/gpu-smoke); (7) that
-random pair loaded as a ZeroGPU Space loads its pair: in a fresh process with
-SPACES_ZERO_GPU=true that imports `spaces` first, loaded onto "cuda" in 4-bit in the main
-process under spaces' CUDA emulation, then packed as spaces packs tensors at launch (no GPU
-call: that needs ZeroGPU's scheduler). Prints one table (check | result | figure); the exit
-status is 1 when any row failed.
+Nine checks in order, every one run even after another fails: (0) the default pair on this
+device with the Hub in reach: the embedded one, nothing to download; (1) versions, compute
+capability and the compute dtype specdemo picks; (2) a bitsandbytes NF4 Linear at 1 and 5 rows
+against a matmul with its dequantised weight; (3) the tiny pair in 4-bit on the device and one
+short generation; (4) every model handler on the device, each value it yields or returns pickled
+and unpickled, with SPECDEMO_ZEROGPU_EMULATION=pickle set before specdemo.app is imported; (5)
+step costs of random-weight models of the real target and draft architectures in 4-bit, against
+the budgets specdemo.app.page.gpu derives for that pair (gpu.budget_of), the draft step eager
+against a captured CUDA graph (logits over 32 steps, and time), and the K automatic K picks at
+those costs; (6) a trimmed scripts/gpu_bench.sh, its summary under OUT/bench (default OUT:
+bench_out/gpu-smoke); (7) that random pair loaded as a ZeroGPU Space loads its pair: in a fresh
+process with SPACES_ZERO_GPU=true that imports `spaces` first, loaded onto "cuda" in 4-bit in
+the main process under spaces' CUDA emulation, then packed as spaces packs tensors at launch (no
+GPU call: that needs ZeroGPU's scheduler); (8) the app's default race called twice as a ZeroGPU
+GPU function (pickled), with the share of each call's seconds spent on model work. Prints one
+table (check | result | figure); the exit status is 1 when any row failed.
 
 --dry-run runs on the CPU whatever can run there (the bench in its own --dry-run, step costs of
 a 2-layer build of the real widths, timed but not judged) and never touches CUDA; check 7 needs
@@ -49,6 +51,8 @@ NF4_ROWS = (1, 5)  # 1 row takes bitsandbytes' inference kernel on CUDA, more ro
 # Max abs error allowed, in eps(compute dtype) * max|reference|: the output's own rounding is
 # half that; 0.3-0.4 on a CPU.
 NF4_TOLERANCE = 4.0
+REPLAY_STEPS = 32  # draft steps replayed against eager ones
+SHARE_TARGET = 0.9  # a ZeroGPU-style call spends at least this share of its seconds on models
 BENCH_TRIM = ("--ks", "1", "3", "auto", "--per-set", "1", "--max-new-tokens", "32")
 BENCH_TIMEOUT = 360  # seconds, two loads of the random pair included
 ZEROGPU_EMULATION = "SPECDEMO_ZEROGPU_EMULATION"
@@ -124,6 +128,32 @@ def span(values: list, form: str) -> str:
     """'lo..hi' of `values`, or the one value."""
     lo, hi = form.format(min(values)), form.format(max(values))
     return lo if lo == hi else f"{lo}..{hi}"
+
+
+# ---------------------------------------------------------------- 0: the default pair
+
+
+def check_default_pair(run: Run) -> list[Outcome]:
+    """With the Hub in reach (HF_HUB_OFFLINE lifted for the check), "auto" finds this device,
+    and the pair loaded when none is named is the embedded one, with nothing to download; the
+    larger pair this GPU would be told of, from its free memory."""
+    from specdemo import models
+
+    saved = {name: os.environ.pop(name, None) for name in models.pairs.ENV_OFFLINE}
+    try:
+        device = models.resolve_device("auto")
+        spec = models.resolve_pair_spec(device=device)
+    finally:
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+    problems = []
+    if device != run.device:
+        problems.append(f"auto resolved to {device}")
+    if spec.name != models.DEFAULT_PAIR or {spec.target.kind, spec.draft.kind} != {"gguf"}:
+        problems.append(f"the default is {spec.name} ({spec.target.kind}), not the embedded pair")
+    free = torch.cuda.mem_get_info()[0] if not run.dry else 0
+    note = models.larger_pair_note(free) if free else "no GPU: nothing to suggest"
+    figure = f"{spec.name} on {device}, nothing to download; {free / 1e9:.0f} GB free: {note}"
+    return [Outcome("0 default pair", *verdict(True, problems, figure))]
 
 
 # ---------------------------------------------------------------- 1-4: versions, NF4, tiny pair
@@ -298,11 +328,11 @@ def check_step_costs(run: Run) -> list[Outcome]:
 
 
 def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[Outcome]:
-    """The draft step eager against a static cache and a captured CUDA graph (static on a CPU):
-    their logits must agree (same argmax, max difference within NF4_TOLERANCE eps of the
-    largest logit), and the table shows each step's time and c. Then what automatic K does with
-    the eager costs after 100 rounds at 0.9 per draft: at c >= 0.8 it must stop drafting
-    with the model (K = 0)."""
+    """The draft step eager against a static cache and a captured CUDA graph (static on a CPU),
+    over REPLAY_STEPS steps after the context: their logits must agree at every step (same
+    argmax, max difference within NF4_TOLERANCE eps of the largest logit), and the table shows
+    each step's time and c. Then what automatic K does with the eager costs after 100 rounds at
+    0.9 per draft: at c >= 0.8 it must stop drafting with the model (K = 0)."""
     from specdemo.draft_step import make_draft_step
     from specdemo.drafters import drafter_head
     from specdemo.policy import Acceptance, AutoK
@@ -314,11 +344,11 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     with torch.inference_mode():
         eager = make_draft_step(pair.draft, head, "eager")
         other = make_draft_step(pair.draft, head, mode)
-        other.fits(len(context) + 8)
+        other.fits(len(context) + REPLAY_STEPS + 4)
         for step in (eager, other):
             step.run(context)
         worst, same = 0.0, True
-        for token in context[:4]:
+        for token in (context * 2)[:REPLAY_STEPS]:
             a, b = eager.run([token]).float(), other.run([token]).float()
             held = torch.isfinite(a)  # spare head rows no text filled score -inf in both
             worst = max(worst, float((a - b)[held].abs().max() / a[held].abs().max()))
@@ -327,7 +357,8 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
         problem = getattr(other, "problem", "")
         ok = same and worst <= NF4_TOLERANCE * eps and not problem
         outcomes.append(Outcome(f"5 {mode} = eager", PASS if ok else FAIL,
-                                f"argmax same: {same}; max diff {worst:.2e} of max|logit|"
+                                f"{REPLAY_STEPS} steps, argmax same: {same}; "
+                                f"max diff {worst:.2e} of max|logit|"
                                 + (f"; capture failed: {problem}" if problem else "")))  # fmt: skip
         t_other = draft_seconds(pair.draft, context, head, mode)
     capture = f"; capture {ms(other.capture_seconds)}" if mode == "graph" else ""
@@ -430,7 +461,51 @@ def check_zerogpu_load(run: Run) -> list[Outcome]:
     return [Outcome("7 zerogpu load", PASS, found.group(1))]
 
 
+def check_call_share(run: Run) -> list[Outcome]:
+    """The app's race (its defaults, K automatic) on the random pair of the real architectures,
+    called as a ZeroGPU GPU function (arguments and results pickled) twice: the share of each
+    call's seconds spent inside the engine (both runs' model work) against SHARE_TARGET. The
+    first call pays per-process work (warm-up, the step-cost profile, the draft step's mode),
+    as every ZeroGPU call would if nothing had done it before."""
+    from specdemo.app.config import parse_run
+    from specdemo.app.page import requests, work
+    from specdemo.models import load_pair
+    from specdemo.text import encode_prompt
+
+    if not run.pair_built:
+        return [Outcome("8 call share", FAIL, "check 5 did not build the random pair")]
+    pair = load_pair(
+        target=str(run.models / "target"),
+        draft=str(run.models / "draft"),
+        precision="4bit",
+        device=run.device,
+    )
+    config = parse_run(PROMPT, auto_k=True, max_new_tokens=32 if run.dry else 128)
+    request = requests.Race(config, tuple(encode_prompt(pair.tokenizer, PROMPT)))
+    race = work.tasks(pair).race
+    outcomes = []
+    for call in ("first", "second"):
+        start = time.perf_counter()
+        runs = {kind: value for kind, value, _ in race(request)}
+        wall = time.perf_counter() - start
+        model = sum(r.seconds for r in runs.values())
+        share = model / wall
+        judged = call == "second" and not run.dry
+        result = (PASS if share >= SHARE_TARGET else FAIL) if judged else RAN
+        spec = runs["spec"]
+        figure = (
+            f"{share:.0%} of {wall:.2f} s on model work ({model:.2f} s: speculative "
+            f"{spec.seconds:.2f} s, {len(spec.tokens)} tokens, mean K {spec.mean_k:.1f}, "
+            f"draft step {spec.draft_step}; target {runs['target'].seconds:.2f} s)"
+        )
+        outcomes.append(Outcome(f"8 call share, {call} call", result, figure))
+    del pair, race
+    gc.collect()
+    return outcomes
+
+
 CHECKS = (
+    ("0 default pair", check_default_pair),
     ("1 versions", check_versions),
     ("2 nf4 linear", check_nf4_linear),
     ("3 tiny pair", check_tiny_pair),
@@ -438,6 +513,7 @@ CHECKS = (
     ("5 step costs", check_step_costs),
     ("6 gpu bench", check_bench),
     ("7 zerogpu load", check_zerogpu_load),
+    ("8 call share", check_call_share),
 )
 
 

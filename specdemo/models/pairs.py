@@ -2,8 +2,9 @@
 
 A pair is a `PairSpec` in `PAIRS`, each model a packaged GGUF, a tiny random model or a hub id /
 local folder; `resolve_*` turn arguments, else env vars, else defaults into a pair, a precision and
-a device. The default pair depends on the device (`default_pair_name`). Loading is elsewhere: this
-module imports no transformers and touches no files.
+a device. The default pair is the embedded one on every device; a larger pair loads only when
+named, and a CUDA GPU with room for one is told of it (`larger_pair_note`). Loading is elsewhere:
+this module imports no transformers and touches no files.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import torch
 PRECISIONS = ("4bit", "nf4", "int4", "bf16", "fp32")
 FOUR_BIT = ("nf4", "int4")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DEFAULT_PAIR = "qwen-coder"  # embedded, offline: the default on CPU or without the Hub
-GPU_DEFAULT_PAIR = "qwen-coder-14b"  # the default on CUDA with the Hub in reach, off ZeroGPU
+DEFAULT_PAIR = "qwen-coder"  # embedded, offline: the default on every device
 DEFAULT_PRECISION = "4bit"
 ENV_PAIR, ENV_TARGET, ENV_DRAFT = "SPECDEMO_PAIR", "SPECDEMO_TARGET", "SPECDEMO_DRAFT"
 ENV_PRECISION, ENV_DEVICE, ENV_CACHE = "SPECDEMO_PRECISION", "SPECDEMO_DEVICE", "SPECDEMO_CACHE"
@@ -121,6 +121,8 @@ class PairSpec:
     target: ModelSpec
     draft: ModelSpec
     description: str = ""
+    download_gb: float = 0.0  # a Hub pair's bf16 safetensors, both models (the Hub's file sizes)
+    gpu_gb: float = 0.0  # GPU memory the pair needs in 4-bit, weights and working room
 
     def __post_init__(self):
         if not self.name:
@@ -146,6 +148,7 @@ class LoadSummary:
     requested: str = ""  # the precision asked for; "" when it is `precision`
     note: str = ""  # why `pair` or `precision` is not the one asked for, in a line
     kernel_note: str = ""  # why this 4-bit kernel runs, from what was measured here
+    suggestion: str = ""  # a larger pair this GPU has room for (`larger_pair_note`), in a line
 
     @property
     def label(self) -> str:
@@ -210,6 +213,8 @@ PAIRS: dict[str, PairSpec] = {
         ModelSpec("Qwen2.5-Coder-0.5B-Instruct", source="Qwen/Qwen2.5-Coder-0.5B-Instruct"),
         "7B target (28 layers) on the 24-layer 0.5B; needs the Hub and a GPU. Download (bf16 "
         "safetensors) ≈ 15.2 + 1 GB; 4-bit ≈ 5.5 GB. Vocab rows: 152,064 vs 151,936.",
+        download_gb=16.2,
+        gpu_gb=6.5,
     ),
     "qwen-coder-14b": PairSpec(
         "qwen-coder-14b",
@@ -218,6 +223,8 @@ PAIRS: dict[str, PairSpec] = {
         "14B target (48 layers, hidden 5120) on the 24-layer 0.5B; needs the Hub and a GPU. "
         "Download (bf16 safetensors) ≈ 29.5 + 1 GB; 4-bit ≈ 10 GB with its 16-bit embeddings "
         "and output head. Vocab rows: 152,064 vs 151,936.",
+        download_gb=30.5,
+        gpu_gb=11.0,
     ),
     "tiny": PairSpec(
         "tiny",
@@ -232,17 +239,28 @@ PAIRS: dict[str, PairSpec] = {
 
 
 def default_pair_name(device: str = "cpu") -> str:
-    """The pair loaded when none is named, for `device` as `resolve_device` returns it.
-
-    On CUDA a step costs per layer rather than per parameter, so the embedded pair's eager draft
-    step costs nearly its target and only a deeper hub target (`GPU_DEFAULT_PAIR`) lets eager
-    drafting pay. On a ZeroGPU Space, a CPU, or when the Hub cannot be reached (`hub_offline`),
-    `DEFAULT_PAIR`: on ZeroGPU it comes with pip, so a cold start downloads nothing, and its
-    draft step runs captured where that measures faster (``draft_step``, "auto").
-    """
-    if str(device).startswith("cuda") and not hub_offline() and not zero_gpu():
-        return GPU_DEFAULT_PAIR
+    """The pair loaded when none is named: the embedded pair on every `device`, so a first start
+    downloads nothing. A larger pair loads only when named (`SPECDEMO_PAIR`, the CLI); on a GPU
+    with room for one, `larger_pair_note` says which."""
     return DEFAULT_PAIR
+
+
+# The larger pairs a GPU is told of, the largest first.
+LARGER_PAIRS = ("qwen-coder-14b", "qwen-coder-7b")
+
+
+def larger_pair_note(free_bytes: int) -> str:
+    """A sentence naming the largest Hub pair whose 4-bit weights fit in `free_bytes` of GPU
+    memory beside the loaded pair, with its download and GPU memory; "" when none fits."""
+    for name in LARGER_PAIRS:
+        spec = PAIRS[name]
+        if free_bytes >= spec.gpu_gb * 1e9:
+            return (
+                f"this GPU has room for `{name}` ({spec.target.name}: a {spec.download_gb:g} GB "
+                f"download from the Hub, about {spec.gpu_gb:g} GB of GPU memory in 4-bit); "
+                f"start with SPECDEMO_PAIR={name} to run it"
+            )
+    return ""
 
 
 def hub_offline() -> bool:
@@ -269,21 +287,6 @@ def resolve_pair_spec(
     if draft:
         spec = dataclasses.replace(spec, draft=ModelSpec(_display_name(draft), source=draft))
     return spec
-
-
-def fallback_pair_spec(
-    name: str | None = None,
-    target: str | None = None,
-    draft: str | None = None,
-    device: str = "cpu",
-) -> PairSpec | None:
-    """The embedded pair, to load when the pair `resolve_pair_spec` picks from the same arguments
-    fails to load, if that pair is a device default nobody chose (no pair, target or draft named
-    in arguments or env vars); else None, and the failure is the caller's to see."""
-    named = any((name, target, draft, *map(os.environ.get, (ENV_PAIR, ENV_TARGET, ENV_DRAFT))))
-    if named or default_pair_name(device) == DEFAULT_PAIR:
-        return None
-    return PAIRS[DEFAULT_PAIR]
 
 
 def resolve_precision(precision: str | None = None) -> str:

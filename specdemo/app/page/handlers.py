@@ -228,6 +228,7 @@ def model_markdown(summary) -> str:
         + (f": {s.kernel_note}" if s.kernel_note else "")
         + f" · **Device** {s.device} · pair `{s.pair}`, loaded in {s.load_seconds:.1f} s"
         + (f" · ⚠ {s.note}" if s.note else "")
+        + (f" · {s.suggestion[0].upper()}{s.suggestion[1:]}" if s.suggestion else "")
     )
 
 
