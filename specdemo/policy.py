@@ -94,14 +94,15 @@ class AutoK:
     @property
     def draft_extra(self) -> float:
         """Seconds a draft-model round spent beyond its steps at the profile's price, mean over
-        this request's measured rounds (shrunk towards 0 while they are few)."""
-        return self.extra_seconds / (self.extra_rounds + EXTRA_PRIOR)
+        this request's measured rounds (shrunk towards 0 while they are few), never below 0: a
+        round that measured faster than its profiled steps was noise, not a cheaper draft."""
+        return max(0.0, self.extra_seconds / (self.extra_rounds + EXTRA_PRIOR))
 
     def seconds(self, k: int, source: str) -> float:
         """One round's predicted cost: k draft steps (free for lookup) with the measured extra
         of a drafting round, and the verify pass."""
         t_draft = self.costs.t_draft if source == "model" else 0.0
-        extra = max(self.draft_extra, -0.5 * k * t_draft) if source == "model" and k else 0.0
+        extra = self.draft_extra if source == "model" and k else 0.0
         return k * t_draft + extra + (self.costs.t_verify[k] if k else self.costs.t_step)
 
     def tokens_per_second(self, source: str) -> list[float]:

@@ -178,3 +178,8 @@ def test_a_draft_dearer_in_use_than_in_its_profile_makes_plain_steps_win():
     assert dear.seconds(1, "model") == pytest.approx(0.2 + dear.draft_extra + 1.25)
     assert max(dear.tokens_per_second("model")[1:]) < dear.tokens_per_second("model")[0]
     assert dear.choose("model") == 0
+    quick = AutoK(costs)  # rounds that measured faster than their profiled steps: noise
+    for _ in range(5):
+        quick.update(dataclasses.replace(fake_round(2, 2), draft_time=0.01))
+    assert quick.extra_seconds < 0 and quick.draft_extra == 0.0
+    assert quick.seconds(2, "model") == pytest.approx(2 * 0.2 + costs.t_verify[2])
