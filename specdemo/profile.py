@@ -119,6 +119,24 @@ def captured_draft_seconds(target, draft, head_rows: int | None = None) -> float
 _fastest: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def measured_for(target, draft) -> dict:
+    """What this process has measured for the pair, as plain values to carry to another process:
+    the step costs (``costs_for``, ``captured_draft_seconds``) and the draft step's fastest mode.
+    A ZeroGPU call runs in a fork of the main process that keeps nothing it writes; its caller
+    keeps this and hands it to the next call (``restore_measured``), so each is measured once.
+    Draft models are keyed by id(), which a fork of the same process shares."""
+    return {"profiles": dict(_profiles.get(target, {})), "fastest": _fastest.get(draft)}
+
+
+def restore_measured(target, draft, measured: dict | None) -> None:
+    """Take what ``measured_for`` carried (None: nothing yet) as measured in this process."""
+    if not measured:
+        return
+    _profiles.setdefault(target, {}).update(measured["profiles"])
+    if measured["fastest"] is not None:
+        _fastest.setdefault(draft, measured["fastest"])
+
+
 def fastest_draft_step(draft, head=None, modes=("eager", "graph"), repeats: int = 5) -> str:
     """The mode of `modes` whose draft step measures fastest for `draft` with `head`, once per
     draft model (its first request pays the measurement); a graph whose capture failed is not

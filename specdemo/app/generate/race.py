@@ -35,12 +35,14 @@ _warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def warm_once(pair) -> None:
-    """``models.warm_up`` once per pair and process, before a run starts its clock, so the first
-    timed run in a process (the first call in each ZeroGPU worker) does not pay one-time start-up
-    work such as CUDA's kernel loading."""
-    if _warmed.get(pair.target) != os.getpid():
+    """``models.warm_up`` once per pair before a run starts its clock, so the first timed run
+    does not pay one-time start-up work such as CUDA's kernel loading: once per process on
+    CUDA, where each ZeroGPU call's fork starts its own CUDA context, and once on a CPU, whose
+    forks inherit what the warm-up loaded."""
+    process = os.getpid() if pair.target.device.type == "cuda" else None
+    if _warmed.get(pair.target, "never") != process:
         models.warm_up(pair)
-        _warmed[pair.target] = os.getpid()
+        _warmed[pair.target] = process
 
 
 @dataclass

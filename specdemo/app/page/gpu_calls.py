@@ -32,7 +32,7 @@ def on_gpu(fn):
         return pickled(fn)
     if spaces is None or not gpu.limited():
         return fn
-    return gpu_notes.explained(spaces.GPU(duration=lambda request, *_: request.seconds)(fn))
+    return gpu_notes.explained(spaces.GPU(duration=lambda request, *_, **__: request.seconds)(fn))
 
 
 def pickled(fn):

@@ -1,17 +1,22 @@
 """The GPU functions: the models' work for one request, and nothing that must outlive the call.
 
-Each takes the pair (bound before launch, so ZeroGPU's fork inherits it instead of pickling it)
-and a request from ``requests``, and returns or yields plain picklable values. Replay records,
-sweep ids and sessions stay with the handlers in the main process. ``tasks(pair)`` gives the
-functions bound to a pair and wrapped by ``gpu_calls.on_gpu``, once per pair.
+Each takes the pair (bound before launch, so ZeroGPU's fork inherits it instead of pickling it),
+a request from ``requests`` and what earlier calls measured (``profile.measured_for``), and
+returns or yields plain picklable values, what it measured among them. ZeroGPU runs each call
+in a fork that keeps nothing it writes, so per-process measurements (the step-cost profile, the
+draft step's fastest mode) travel back to the main process, which hands them to the next call:
+each is paid once, not once per call. Figures and markdown are built in the main process, after
+the call (``render_exactness``, ``render_step``), and so are replay records, sweep ids and
+sessions. ``tasks(pair)`` gives the functions bound to a pair, wrapped by ``gpu_calls.on_gpu``
+and carrying the measurements, once per pair.
 """
 
+import contextlib
 import dataclasses
 import functools
 import threading
 import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 
 from specdemo.app import charts
 from specdemo.app.errors import user_errors
@@ -22,7 +27,7 @@ from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.requests import Exactness, Race, Step
 from specdemo.app.step import microscope, stepping
 from specdemo.engine import make_generator
-from specdemo.profile import costs_for
+from specdemo.profile import costs_for, measured_for, restore_measured
 from specdemo.text import token_labels
 
 STREAM_EVERY = 0.1  # seconds between streamed runs (a slow round streams every round)
@@ -39,11 +44,15 @@ def throttled(iterator, seconds: float = STREAM_EVERY):
         yield item, True
 
 
-def run_race(pair, request: Race) -> Iterator[tuple[str, object, bool]]:
+def run_race(
+    pair, request: Race, measured: dict | None = None
+) -> Iterator[tuple[str, object, bool]]:
     """The race's runs as they grow, at most one every STREAM_EVERY s, the last always:
     ("spec", ``race.SpecRun``, is_last), then unless `request.with_target` is False
-    ("target", ``race.TargetRun``, is_last). ZeroGPU stops the call at its next item once the
-    caller stops reading, so Stop ends it within one round or STREAM_EVERY, whichever is longer."""
+    ("target", ``race.TargetRun``, is_last), then ("measured", ``profile.measured_for``, True).
+    ZeroGPU stops the call at its next item once the caller stops reading, so Stop ends it
+    within one round or STREAM_EVERY, whichever is longer."""
+    restore_measured(pair.target, pair.draft, measured)
     ids = list(request.ids)
     with user_errors():
         for spec, done in throttled(race.run_speculative(pair, request.config, ids)):
@@ -51,10 +60,13 @@ def run_race(pair, request: Race) -> Iterator[tuple[str, object, bool]]:
         if request.with_target:
             for target, done in throttled(race.run_target(pair, request.config, ids)):
                 yield "target", target, done
+    yield "measured", measured_for(pair.target, pair.draft), True
 
 
-def run_exactness(pair, request: Exactness) -> list:
-    """The exactness check's outputs (``handlers.EXACTNESS_OUTPUTS``)."""
+def run_exactness(pair, request: Exactness, measured: dict | None = None) -> tuple:
+    """(the measured exactness, first-two-token pairs and greedy check, what was measured),
+    for ``render_exactness``."""
+    restore_measured(pair.target, pair.draft, measured)
     config, n, rule = request.config, request.n, request.rule
     with user_errors():
         generator = make_generator(config.seed, pair.target.device)
@@ -71,6 +83,13 @@ def run_exactness(pair, request: Exactness) -> list:
             k,
         )
         check = exact.greedy_check(pair, config)
+    return (ex, pairs, check), measured_for(pair.target, pair.draft)
+
+
+def render_exactness(pair, request: Exactness, outcome: tuple) -> list:
+    """The exactness check's outputs (``handlers.EXACTNESS_OUTPUTS``) from ``run_exactness``."""
+    ex, pairs, check = outcome
+    config = request.config
     return [
         charts.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
         charts.exactness_chart(
@@ -86,13 +105,20 @@ def run_exactness(pair, request: Exactness) -> list:
     ]
 
 
-def run_step(pair, request: Step, state) -> list:
-    """One step-through round after the context in `state` (``handlers.STEP_OUTPUTS``)."""
-    config = request.config
+def run_step(pair, request: Step, state, measured: dict | None = None) -> tuple:
+    """One step-through round after the context in `state`: ((state, round, microscope, the
+    target's step seconds), what was measured), for ``render_step``."""
+    restore_measured(pair.target, pair.draft, measured)
     with user_errors():
-        state, r, scope = stepping.next_round(pair, config, state)
-    tokenizer = pair.tokenizer
+        state, r, scope = stepping.next_round(pair, request.config, state)
     t_step = costs_for(pair.target).t_step  # measured once per target (the warm-up does it)
+    return (state, r, scope, t_step), measured_for(pair.target, pair.draft)
+
+
+def render_step(pair, request: Step, outcome: tuple) -> list:
+    """The step-through's outputs (``handlers.STEP_OUTPUTS``) from ``run_step``."""
+    state, r, scope, t_step = outcome
+    config, tokenizer = request.config, pair.tokenizer
     return [
         list(state.spans),
         *stepping.round_markdown(r, tokenizer, config, t_step, scope.outside),
@@ -105,16 +131,43 @@ def run_step(pair, request: Step, state) -> list:
 
 
 FUNCTIONS = {"race": run_race, "exactness": run_exactness, "step": run_step}
-_bound: dict[int, tuple[object, SimpleNamespace]] = {}  # id(pair) -> (pair, its GPU functions)
+RENDER = {"exactness": render_exactness, "step": render_step}
+_bound: dict[int, tuple[object, "Carried"]] = {}  # id(pair) -> (pair, its GPU functions)
 _lock = threading.Lock()
 
 
-def tasks(pair) -> SimpleNamespace:
-    """The GPU functions with `pair` bound, each wrapped by ``gpu_calls.on_gpu`` once per pair:
-    ``race(request)``, ``exactness(request)``, ``step(request, state)``."""
+class Carried:
+    """The GPU functions of one pair, each handed what earlier calls measured and keeping what
+    it measured in turn (in this, the main process), its outputs rendered after the call."""
+
+    def __init__(self, pair):
+        self.pair, self.measured = pair, None
+        self.gpu = {name: on_gpu(functools.partial(fn, pair)) for name, fn in FUNCTIONS.items()}
+
+    def race(self, request: Race) -> Iterator[tuple[str, object, bool]]:
+        with contextlib.closing(self.gpu["race"](request, measured=self.measured)) as runs:
+            for kind, value, done in runs:  # closing this closes the GPU call's stream too
+                if kind == "measured":
+                    self.measured = value
+                else:
+                    yield kind, value, done
+
+    def exactness(self, request: Exactness) -> list:
+        return self._called("exactness", request)
+
+    def step(self, request: Step, state) -> list:
+        return self._called("step", request, state)
+
+    def _called(self, name: str, request, *args) -> list:
+        outcome, self.measured = self.gpu[name](request, *args, measured=self.measured)
+        return RENDER[name](self.pair, request, outcome)
+
+
+def tasks(pair) -> Carried:
+    """The GPU functions with `pair` bound (``Carried``), wrapped by ``gpu_calls.on_gpu`` once
+    per pair: ``race(request)``, ``exactness(request)``, ``step(request, state)``."""
     with _lock:
         found = _bound.get(id(pair))
         if found is None or found[0] is not pair:
-            bound = {name: on_gpu(functools.partial(fn, pair)) for name, fn in FUNCTIONS.items()}
-            found = _bound[id(pair)] = (pair, SimpleNamespace(**bound))
+            found = _bound[id(pair)] = (pair, Carried(pair))
         return found[1]

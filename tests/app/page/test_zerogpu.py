@@ -2,7 +2,8 @@
 pair's depth, and one that does not fit a call is refused, naming what fits; ZeroGPU's own
 refusals, waits and aborts reach the visitor as sentences; the GPU functions run in a fresh
 fork per call (as ZeroGPU may run them) while replay, sweep ids and sessions work from the main
-process; Stop ends a forked GPU call within a round."""
+process; Stop ends a forked GPU call within a round; a forked call spends its seconds on the
+models, what the process measured once reaching every call."""
 
 import inspect
 import os
@@ -478,3 +479,42 @@ def test_the_workshop_room_arithmetic_is_the_budgets(zero_gpu):
         f"{pro} at least",
     ):
         assert phrase in room, phrase
+
+
+MODEL_STEP = 0.004  # seconds added to each forward of the tiny models, as a real pair's cost
+SHARE = 0.9  # of a GPU call's seconds, spent inside the engine on the default race
+
+
+def slowed(monkeypatch, model, seconds: float = MODEL_STEP) -> None:
+    forward = model.forward
+
+    def slow(*args, **kwargs):
+        time.sleep(seconds)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", slow)
+
+
+@pytest.mark.parametrize("carried", [True, False], ids=["carried", "measured-again"])
+def test_a_forked_race_call_spends_its_seconds_on_the_models(pair, forked, monkeypatch, carried):
+    """The default race in a fresh fork, as ZeroGPU runs each call, spends at least SHARE of the
+    call's seconds inside the engine: the warm-up, the step-cost profile and the draft step's
+    mode were measured once in the main process (the app's preparation) and reach the fork.
+    The tiny models stand in for real ones with MODEL_STEP added to each forward. Forgetting
+    them, so that the fork measures the profile again, falls below SHARE (the test's power)."""
+    from specdemo import profile
+    from specdemo.app.generate import race as race_runs
+
+    for model in (pair.target, pair.draft):
+        slowed(monkeypatch, model)
+    race_runs.rehearse(pair)  # the app's preparation, in the main process
+    if not carried:
+        monkeypatch.setattr(profile, "_profiles", profile.weakref.WeakKeyDictionary())
+        monkeypatch.setattr(profile, "_fastest", profile.weakref.WeakKeyDictionary())
+    request = race(prompt_tokens=40, auto_k=True)
+    start = time.perf_counter()
+    runs = {kind: run for kind, run, _ in work.tasks(pair).race(request)}
+    wall = time.perf_counter() - start
+    model = sum(run.seconds for run in runs.values())
+    assert len(runs["spec"].tokens) == len(runs["target"].tokens) == request.config.max_new_tokens
+    assert (model / wall >= SHARE) == carried, f"{model:.2f} s of {wall:.2f} s"
