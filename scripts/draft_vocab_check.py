@@ -72,7 +72,7 @@ def coverage(answers, kept: set[int], prompts=None) -> dict[str, float]:
         hit = total = 0
         for i, text in enumerate(texts):
             learned = set()
-            for t in (prompts[name][i] if prompts else []):
+            for t in prompts[name][i] if prompts else []:
                 if t not in kept and len(learned) < draft_vocab.CONTEXT_ROWS:
                     learned.add(t)
             for t in text:
@@ -203,8 +203,11 @@ def main() -> int:
     })  # fmt: skip
     result = {
         "machine": machine(),
-        "models": {"target": pair.summary.target_name, "draft": pair.summary.draft_name,
-                   "precision": pair.summary.precision},  # fmt: skip
+        "models": {
+            "target": pair.summary.target_name,
+            "draft": pair.summary.draft_name,
+            "precision": pair.summary.precision,
+        },  # fmt: skip
         "shipped_rows": ranked.rows,
         "chosen_rows": chosen,
         "rule": f"predicted tokens/s: K = {K}, alpha = {ALPHA} x coverage with the text's ids, "

@@ -159,8 +159,11 @@ def build(args) -> None:
         f"Zipf share 1/(id + {ZIPF_OFFSET}) from the tokenizer's merge order.",
         "command": "python scripts/rank_tokens.py answers && python scripts/rank_tokens.py build "
         f"--rows {args.rows}",
-        "answers": {"tokens": answered.total(), "distinct": len(answered),
-                    "machine": data["machine"]},  # fmt: skip
+        "answers": {
+            "tokens": answered.total(),
+            "distinct": len(answered),
+            "machine": data["machine"],
+        },  # fmt: skip
         "vocab_size": vocab,
         "rows": args.rows,
         "ranked": ranked,
