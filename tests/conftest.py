@@ -187,3 +187,49 @@ def tiny_qwen():
 @pytest.fixture(scope="session")
 def tiny_llama():
     return tiny_model("llama", seed=1)
+
+
+@torch.no_grad()
+def replay_against_eager(model, head=None, context=None, steps: int = 32, frozen=False):
+    """A draft's one-token step over a static cache, traced once by ``make_fx`` and replayed
+    `steps` times, against eager steps on a DynamicCache: (the largest logit difference over
+    the largest logit, the largest difference in the caches' keys over the largest key). A trace
+    freezes every Python value the step computes, as a CUDA graph's capture does, and reads and
+    writes the cache's own buffers in place, as a replay does; so a position kept as a Python
+    int would be replayed at the slot it had when traced. `frozen` passes such a position (the
+    length as an int) to show that this check sees it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from specdemo.draft_step import EagerDraftStep, StaticDraftStep
+    from specdemo.lm import forward
+
+    context = list(context or range(3, 15))
+    static = StaticDraftStep(model, head, capacity=len(context) + steps + 8)
+    eager = EagerDraftStep(model, head)
+    static.run(context)
+    eager.run(context)
+    ids = torch.zeros((1, 1), dtype=torch.long, device=model.device)
+
+    def step(ids):
+        if not frozen:
+            return forward(model, ids, static.cache, head=head)[0]
+        position = torch.tensor([[static.length]], device=model.device)  # a Python int, frozen
+        out = model.base_model(input_ids=ids, cache=static.cache, position_ids=position)
+        hidden = out.last_hidden_state[0, -1:]
+        return head(hidden) if head is not None else model.lm_head(hidden)
+
+    replay = make_fx(step)(ids)  # tracing runs the step once: its cache slot is undone
+    static.cache.crop(-1)
+    worst_logit = 0.0
+    for token in [(7 * i + 5) % 200 + 3 for i in range(steps)]:
+        ids.fill_(token)
+        replayed, expected = replay(ids).float(), eager.run([token]).float()
+        held = torch.isfinite(expected)  # a head's unfilled spare rows score -inf in both
+        difference = (replayed - expected)[held].abs().max() / expected[held].abs().max()
+        worst_logit = max(worst_logit, float(difference))
+    n = len(context) + steps
+    worst_key = max(
+        float((s.keys[:, :, :n].float() - e.keys.float()).abs().max() / e.keys.abs().max())
+        for s, e in zip(static.cache.layers, eager.cache.layers, strict=True)
+    )
+    return worst_logit, worst_key

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import replay_against_eager, tiny_model
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import specdemo
@@ -184,3 +184,13 @@ def test_a_captured_step_replays_the_eager_logits():
     assert graph.problem == "" and graph._graph is not None and graph.capture_seconds > 0
     for e, g in zip(feed_and_roll_back(EagerDraftStep(model), script), replayed, strict=True):
         torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+def test_a_replayed_step_follows_eager_steps_and_a_frozen_position_is_caught(draft):
+    """The draft step as a graph replays it (traced once, every Python value frozen) gives the
+    eager step's logits and cache over 32 steps; the same check fails a step whose position is
+    a Python int, which a capture would replay at one slot forever."""
+    logits, keys = replay_against_eager(draft)
+    assert logits < 1e-5 and keys < 1e-5, (logits, keys)
+    logits, keys = replay_against_eager(draft, frozen=True)
+    assert logits > 100 * 1e-5 and keys > 0.1, (logits, keys)
