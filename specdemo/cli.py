@@ -7,6 +7,7 @@ stdout is not a terminal) and then prints the stats; ``--json`` prints one JSON 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from specdemo.defaults import DEFAULTS, default_drafter
 from specdemo.models.pairs import DEVICES, PRECISIONS
@@ -137,7 +138,11 @@ def cmd_dispatch(args) -> int:
 
     from specdemo import dispatch
 
-    report = dispatch.dispatch_report()
+    if args.measured:  # a recorded report's measured inputs, predicted again
+        recorded = json.loads(Path(args.measured).read_text())
+        report = dispatch.report_from_measured(recorded)
+    else:
+        report = dispatch.dispatch_report()
     print(json.dumps(dataclasses.asdict(report)) if args.json else dispatch.markdown(report))
     return 0
 
@@ -184,6 +189,12 @@ def add_bench_args(parser) -> None:
         action="store_true",
         help="only the dispatch cost model: tiny-width models of the real depths timed here, "
         "GPU step costs predicted for every registered pair; loads no pair (about 30 s)",
+    )
+    parser.add_argument(
+        "--measured",
+        metavar="JSON",
+        help="with --dispatch: predict from the measured inputs of a recorded report "
+        "(bench --dispatch --json) instead of measuring here",
     )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")

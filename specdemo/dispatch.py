@@ -52,12 +52,30 @@ HBM_BYTES_PER_S = 4.8e12  # HBM3e, nominal (NVIDIA H200 datasheet), so device ti
 KERNEL_FLOOR_S = 2.5e-6  # a tiny kernel run back to back with the next: 2-3 us (NVIDIA blog
 #   "Getting Started with CUDA Graphs", 2019: ~3 us per short kernel inside a graph on a V100)
 GRAPH_REPLAY_S = 20e-6  # one cudaGraphLaunch of a captured draft step and its token read-back
+# Half an RTX Pro 6000 Blackwell, what ZeroGPU lends by default ("large"): 1,792 GB/s of GDDR7
+# for the whole card (512-bit bus at 28 Gbps, NVIDIA's announcement), half of it for a half.
+RTX_PRO_HALF_BYTES_PER_S = 1.792e12 / 2
 # Bytes a step reads, for a model loaded as specdemo loads it (``models.convert.bnb_config``):
 NF4_BYTES_PER_PARAM = 0.5 + 4 / 64  # 4-bit codes + an fp32 absmax per 64-weight block
 #   (bitsandbytes' default blocksize; bnb_config asks for no double quantisation)
 HALF_BYTES = 2  # bf16: norms, biases, the KV cache and the output head, which transformers
 #   leaves unquantised (quantizers/base.py, get_keys_to_not_convert) and which is read whole
-CONSTANTS = ("HBM_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S", "NF4_BYTES_PER_PARAM")
+CONSTANTS = ("HBM_BYTES_PER_S", "RTX_PRO_HALF_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S")
+CONSTANTS += ("NF4_BYTES_PER_PARAM",)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as the model sees one: memory bandwidth, and the same kernel floor and graph replay
+    for every GPU (launch costs are the host's and the driver's, not the card's)."""
+
+    name: str
+    bytes_per_s: float
+
+
+H200 = Gpu("H200", HBM_BYTES_PER_S)
+RTX_PRO_HALF = Gpu("RTX Pro 6000 Blackwell, half (ZeroGPU)", RTX_PRO_HALF_BYTES_PER_S)
+GPUS = (H200, RTX_PRO_HALF)
 # A GPU budget, not a prediction: what ZeroGPU is asked for per eager step (``step_budget``).
 HOST_LAYER_S = 1.5e-3  # host-side dispatch per decoder layer: 1.46-1.53 ms measured on a 2-core
 #   CPU (docs/bench/dispatch.json); a datacenter host dispatches faster, so this is an upper bound
@@ -94,6 +112,7 @@ class PairCost:
     pair: str
     target: str
     draft: str
+    gpu: str  # a `GPUS` name
     host: tuple[float, float]
     device: tuple[float, float]
     c: dict[str, float]
@@ -226,12 +245,12 @@ def weight_bytes(arch: Arch, head_rows: int) -> float:
     return arch.num_hidden_layers * per_layer + head_rows * h * HALF_BYTES
 
 
-def device_seconds(arch: Arch, kernels: int, head_rows: int, width: int) -> float:
+def device_seconds(arch: Arch, kernels: int, head_rows: int, width: int, gpu: Gpu = H200) -> float:
     """A pass's time on the GPU itself: weights and KV cache (PROFILE_CONTEXT tokens, as
-    ``profile`` times) at HBM bandwidth, plus a floor per kernel."""
+    ``profile`` times) at the GPU's memory bandwidth, plus a floor per kernel."""
     kv = arch.num_key_value_heads * arch.hidden_size // arch.num_attention_heads
     cache = arch.num_hidden_layers * 2 * kv * (PROFILE_CONTEXT + width) * HALF_BYTES
-    return (weight_bytes(arch, head_rows) + cache) / HBM_BYTES_PER_S + kernels * KERNEL_FLOOR_S
+    return (weight_bytes(arch, head_rows) + cache) / gpu.bytes_per_s + kernels * KERNEL_FLOOR_S
 
 
 def best_k(costs: StepCosts, alpha: float, ks=PROFILE_KS) -> tuple[int, float]:
@@ -241,17 +260,21 @@ def best_k(costs: StepCosts, alpha: float, ks=PROFILE_KS) -> tuple[int, float]:
     return (k, costs.speedup(alpha, k)) if costs.speedup(alpha, k) > 1.0 else (0, 1.0)
 
 
-def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -> PairCost | None:
-    """A pair's GPU costs: an eager pass takes the larger of its host time (measured) and its
-    device time; a captured draft step its device time and one replay. None when a model of
+def predict_pair(
+    pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS, gpu: Gpu = H200
+) -> PairCost | None:
+    """A pair's costs on `gpu`: an eager pass takes the larger of its host time (measured) and
+    its device time; a captured draft step its device time and one replay. None when a model of
     the pair has no measured arch."""
     names = arch_of(pair.target), arch_of(pair.draft)
     if not all(name in measured for name in names):
         return None
     (target, draft), (mt, md) = (ARCHS[n] for n in names), (measured[n] for n in names)
-    device = {w: device_seconds(target, n, target.vocab_size, w) for w, n in mt.kernels.items()}
+    device = {
+        w: device_seconds(target, n, target.vocab_size, w, gpu) for w, n in mt.kernels.items()
+    }
     eager = {w: max(mt.host[w], device[w]) for w in mt.host}
-    draft_device = device_seconds(draft, md.kernels[1], draft_head_rows(draft), 1)
+    draft_device = device_seconds(draft, md.kernels[1], draft_head_rows(draft), 1, gpu)
     verify = {k: eager[k + 1] for k in ks}
     costs = {
         "eager": StepCosts(eager[1], max(md.host[1], draft_device), verify),
@@ -262,6 +285,7 @@ def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -
     return PairCost(
         pair.name,
         *names,
+        gpu=gpu.name,
         host=(mt.host[1], md.host[1]),
         device=(device[1], draft_device),
         c={how: costs[how].c for how in ("eager", "captured")},
@@ -275,9 +299,11 @@ def predict_pair(pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS) -
     )
 
 
-def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS) -> list[PairCost]:
-    """`predict_pair` for every pair of `pairs` (default: the registered `PAIRS`) it covers."""
-    costs = (predict_pair(p, measured, ks) for p in (PAIRS if pairs is None else pairs).values())
+def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS, gpus=GPUS) -> list[PairCost]:
+    """`predict_pair` on each of `gpus` for every pair of `pairs` (default: the registered
+    `PAIRS`) it covers, GPU by GPU."""
+    pairs = (PAIRS if pairs is None else pairs).values()
+    costs = (predict_pair(p, measured, ks, gpu) for gpu in gpus for p in pairs)
     return [step for step in costs if step is not None]
 
 
@@ -301,9 +327,30 @@ def dispatch_report(repeats: int = 3) -> DispatchReport:
     )
 
 
+def report_from_measured(recorded: dict) -> DispatchReport:
+    """A report with the measured inputs of `recorded` (``dataclasses.asdict`` of a report, as
+    ``bench --dispatch --json`` writes it) and predictions made again from them, for every GPU
+    in `GPUS` and pair in `PAIRS`: new GPUs or pairs without measuring again."""
+    measured = {
+        name: Measured(
+            m["layers"],
+            {int(w): s for w, s in m["host"].items()},
+            {int(w): n for w, n in m["kernels"].items()},
+        )
+        for name, m in recorded["measured"].items()
+    }
+    return DispatchReport(
+        machine=recorded["machine"],
+        precision=recorded["precision"],
+        measured=measured,
+        pairs=predict(measured),
+        constants={name: globals()[name] for name in CONSTANTS},
+    )
+
+
 ARCH_HEAD = ("arch", "layers", "host ms, width 1 / 9", "kernels, width 1 / 9", "GB read")
-ARCH_HEAD += ("device ms, width 1",)
-PAIR_HEAD = ("pair", "target / draft", "host ms target / draft", "device ms target / draft")
+ARCH_HEAD += tuple(f"device ms, width 1, {gpu.name}" for gpu in GPUS)
+PAIR_HEAD = ("GPU", "pair", "target / draft", "host ms target / draft", "device ms target / draft")
 PAIR_HEAD += ("c eager", "c captured", "verify K=1/2/3/4 (target steps)", "alpha code / copy")
 PAIR_HEAD += ("best K eager", "best K, captured draft", "best K, lookup (copy)")
 
@@ -320,11 +367,11 @@ def markdown(report: DispatchReport) -> str:
         arch, last = ARCHS[name], max(m.host)
         cells = (name, m.layers, ms(m.host[1], m.host[last]), f"{m.kernels[1]} / {m.kernels[last]}")
         cells += (f"{weight_bytes(arch, arch.vocab_size) / 1e9:.2f}",)
-        cells += (ms(device_seconds(arch, m.kernels[1], arch.vocab_size, 1)),)
+        cells += tuple(ms(device_seconds(arch, m.kernels[1], arch.vocab_size, 1, g)) for g in GPUS)
         archs.append(dict(zip(ARCH_HEAD, cells, strict=True)))
     for p in report.pairs:
         verify = " / ".join(f"{p.verify_cost[k]:.2f}" for k in sorted(p.verify_cost)[:4])
-        cells = (p.pair, f"{p.target} / {p.draft}", ms(*p.host), ms(*p.device))
+        cells = (p.gpu, p.pair, f"{p.target} / {p.draft}", ms(*p.host), ms(*p.device))
         cells += (f"{p.c['eager']:.2f}", f"{p.c['captured']:.3f}", verify)
         cells += (f"{p.alpha['code']:.2f} / {p.alpha['copy']:.2f} ({p.alpha_source})",)
         cells += tuple(

@@ -212,6 +212,6 @@ def test_the_largest_pair_a_gpu_is_told_of_is_predicted_to_pay_with_eager_steps(
     from pathlib import Path
 
     report = json.loads((Path(__file__).parents[1] / "docs/bench/dispatch.json").read_text())
-    best = {p["pair"]: p["best"]["eager"] for p in report["pairs"]}
+    best = {p["pair"]: p["best"]["eager"] for p in report["pairs"] if p["gpu"] == "H200"}
     assert best[models.DEFAULT_PAIR][0] == 0
     assert best[HUB_PAIR][0] > 0 and best[HUB_PAIR][1] > 1.05
