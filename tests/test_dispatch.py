@@ -124,3 +124,29 @@ def test_cli_bench_dispatch_prints_json_and_a_table_without_loading_a_pair(monke
     assert cli.main(["bench", "--dispatch"]) == 0
     table = capsys.readouterr().out
     assert "| qwen-coder | 1.5B / 0.5B |" in table and "| 32B | 64 |" in table
+
+
+def test_each_pair_is_predicted_on_the_h200_and_on_the_gpu_zerogpu_lends():
+    """Half an RTX Pro 6000 Blackwell reads weights at half the card's 1,792 GB/s: every device
+    time grows, most for the largest weights; host times, being the host's, stay."""
+    assert dispatch.RTX_PRO_HALF.bytes_per_s == 0.896e12 < dispatch.H200.bytes_per_s
+    costs = predict(synthetic(seconds_per_layer=1e-6))  # device-bound: the bandwidth shows
+    by_gpu = {(p.gpu, p.pair): p for p in costs}
+    assert {gpu for gpu, _ in by_gpu} == {"H200", "RTX Pro 6000 Blackwell, half (ZeroGPU)"}
+    for name in ("qwen-coder", "qwen-coder-14b"):
+        h200, rtx = by_gpu["H200", name], by_gpu[dispatch.RTX_PRO_HALF.name, name]
+        assert rtx.host == h200.host and rtx.device[0] > h200.device[0]
+    grew = {n: by_gpu[dispatch.RTX_PRO_HALF.name, n].device[0] / by_gpu["H200", n].device[0]
+            for n in ("qwen-coder", "qwen-coder-14b")}  # fmt: skip
+    assert 1 < grew["qwen-coder"] < grew["qwen-coder-14b"] < 4.8e12 / 0.896e12
+
+
+def test_predictions_are_made_again_from_a_recorded_reports_measured_inputs(capsys):
+    """``bench --dispatch --measured FILE``: docs/bench/dispatch.json's own predictions come back
+    from its measured inputs, with nothing measured here."""
+    path = ROOT / "docs/bench/dispatch.json"
+    recorded = json.loads(path.read_text())
+    with mock.patch.object(dispatch, "measure_depths", side_effect=AssertionError("measured")):
+        assert cli.main(["bench", "--dispatch", "--measured", str(path), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["measured"] == recorded["measured"] and again["pairs"] == recorded["pairs"]
