@@ -1,7 +1,7 @@
 """GPU smoke check for a bare CUDA machine with no network; run it through scripts/gpu_smoke.sh,
 which installs the wheels in wheels/ first.
 
-Usage: gpu_smoke.py [--dry-run] [OUT]
+Usage: gpu_smoke.py [--dry-run] [OUT] [--only N [N ...]]
 
 Nine checks in order, every one run even after another fails: (0) the default pair on this
 device with the Hub in reach: the embedded one, nothing to download; (1) versions, compute
@@ -531,12 +531,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="the CPU only; no CUDA call")
     parser.add_argument("out", nargs="?", type=Path, default=Path("bench_out/gpu-smoke"))
+    parser.add_argument(
+        "--only", nargs="+", metavar="N", help="run only the checks numbered N (8 needs 5)"
+    )
     args = parser.parse_args(argv)
     os.environ[ZEROGPU_EMULATION] = "pickle"  # read when specdemo.app is imported
     models = Path(os.environ.get("SPECDEMO_RANDOM_PAIR") or "/tmp/specdemo-random-pair")
     run = Run("cpu" if args.dry_run else "cuda", models, ROOT / args.out)
     start = time.perf_counter()
-    outcomes = run_checks(CHECKS, run)
+    checks = [c for c in CHECKS if not args.only or c[0].split()[0] in args.only]
+    outcomes = run_checks(checks, run)
     failed = sum(o.result == FAIL for o in outcomes)
     print(f"\n{table(outcomes)}\n\n{len(outcomes)} rows, {failed} failed, "
           f"{time.perf_counter() - start:.0f} s")  # fmt: skip

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU smoke check for a bare CUDA machine with no network, in one command (under 8 minutes):
-#   scripts/gpu_smoke.sh [--dry-run] [OUT]
+#   scripts/gpu_smoke.sh [--dry-run] [OUT] [--only N [N ...]]
 #
 # Versions and compute dtype, a bitsandbytes NF4 layer against its dequantised matmul, the tiny
 # pair in 4-bit on CUDA, every app handler with its values pickled, the step costs of the real

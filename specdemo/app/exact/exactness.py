@@ -10,7 +10,8 @@ the token ids.
 from dataclasses import dataclass, replace
 
 import torch
-from scipy.stats import chisquare
+from scipy.optimize import brentq
+from scipy.stats import chi2, chisquare, ncx2
 
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.generate.comparison import common_prefix
@@ -51,6 +52,13 @@ class Exactness:
     p_value_direct: float
     first_accept: float  # sum_x min(p, q): the chance the first draft token is kept
     rule: str = EXACT.name
+    # What this N could see (``power``): any departure from p of at least `detectable_tv` (total
+    # variation between the χ² bins) is caught with probability POWER; the rule's own first-token
+    # distribution lies `tv_rule` from p (0 for the exact rule), caught with probability
+    # `power_rule` at this N.
+    detectable_tv: float = 0.0
+    tv_rule: float = 0.0
+    power_rule: float = 0.0
 
 
 @torch.inference_mode()
@@ -80,6 +88,7 @@ def measure(
     counts_d = torch.bincount(direct, minlength=vocab).double()
     order = torch.argsort(p, descending=True)[:top]
     order = order[p[order] > 0]
+    ruled = rule_distribution(p, q / q.sum(), rule)
 
     def bars(dist: torch.Tensor) -> list[float]:
         shown = dist[order].tolist()
@@ -98,7 +107,69 @@ def measure(
         p_value_direct=chi2_pvalue(counts_d, p),
         first_accept=torch.minimum(p, q / q.sum()).sum().item(),
         rule=rule.name,
+        detectable_tv=detectable_tv(p, n),
+        tv_rule=0.5 * (ruled - p).abs().sum().item(),
+        power_rule=power(p, ruled, n),
     )
+
+
+def rule_distribution(p: torch.Tensor, q: torch.Tensor, rule: AcceptanceRule) -> torch.Tensor:
+    """The first token's exact distribution under `rule`, with target p and draft q (each (vocab,),
+    summing to 1): p for the exact rule; q when every draft is kept; min(p, q) plus the rejected
+    mass spread as p when rejections resample from p; the draft's argmax kept with
+    min(1, p/q), else the residual, when the draft proposes greedily."""
+    residual = (p - q).clamp_min(0)
+    residual = residual / residual.sum() if residual.sum() > 0 else p
+    if rule.accept_all:
+        return q
+    if rule.greedy_draft:
+        x = int(q.argmax())
+        keep = min(1.0, float(p[x] / q[x]))
+        out = (1 - keep) * (p if rule.resample_from_p else residual)
+        out[x] += keep
+        return out
+    kept = torch.minimum(p, q)
+    rejected = 1 - kept.sum()
+    return kept + rejected * (p if rule.resample_from_p else residual)
+
+
+POWER = 0.95  # the probability with which a departure counts as one this N would catch
+
+
+def _noncentrality(p: torch.Tensor, other: torch.Tensor, n: int) -> tuple[float, int]:
+    """(λ, degrees of freedom) of the χ² statistic over ``chi2_bins(p, n)`` when n draws come
+    from `other` instead of p: λ = n Σ_bins (other_b − p_b)² / p_b."""
+    bins, expected = chi2_bins(p, n)
+    live = bins >= 0
+    p_b = expected / n
+    other_b = torch.zeros_like(p_b).index_add_(0, bins[live], other.double().cpu()[live])
+    return float(n * ((other_b - p_b) ** 2 / p_b).sum()), len(expected) - 1
+
+
+def power(p: torch.Tensor, other: torch.Tensor, n: int) -> float:
+    """The probability that the χ² check of n draws from `other` against p (``chi2_pvalue``)
+    falls below SUSPICIOUS: the noncentral χ² approximation over the check's own bins, or the
+    chance of a draw where p gives 0 (caught at once), whichever is larger. Nothing to test
+    (fewer than two bins): 0."""
+    p, other = p.double().cpu(), other.double().cpu()
+    impossible = 1.0 - (1.0 - float(other[p <= 0].sum())) ** n
+    lam, df = _noncentrality(p, other, n)
+    if df < 1:
+        return impossible
+    return max(impossible, float(ncx2.sf(chi2.isf(SUSPICIOUS, df), df, lam)))
+
+
+def detectable_tv(p: torch.Tensor, n: int) -> float:
+    """The smallest total variation (between the χ² bins) that n draws catch with probability
+    POWER whatever its shape: a departure d of total variation δ has λ = n Σ d²/p ≥ 4nδ² (by
+    Cauchy-Schwarz, equality when d moves mass proportionally between two halves of p), and
+    the check's power grows with λ. Over 1 when even the largest departure is not caught."""
+    _, df = _noncentrality(p, p, n)
+    if df < 1:
+        return float("inf")
+    critical = chi2.isf(SUSPICIOUS, df)
+    lam = brentq(lambda lam: ncx2.sf(critical, df, lam) - POWER, 1e-9, 1e6)
+    return (lam / (4 * n)) ** 0.5
 
 
 MIN_EXPECTED = 5.0  # every χ² bin is expected at least this many times (Cochran's rule)
@@ -148,7 +219,8 @@ ROUNDS = {  # how the first two tokens of a draw come out, by K (``joint.measure
     1: "a kept draft earns the bonus from p",
     2: "both drafts judged; from K = 2 on, later drafts cannot change the first two tokens",
 }
-SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p
+SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p; the exact rule
+#   falls below it by chance in 1 check in 1,000
 
 
 def markdown(ex: Exactness, joint=None) -> str:
@@ -172,21 +244,43 @@ def markdown(ex: Exactness, joint=None) -> str:
             f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
         ]
     failed = min(ex.p_value_speculative, joint.p_value_speculative if joint else 1.0)
-    lines += ["", verdict(failed < SUSPICIOUS, ex.first_accept)]
+    lines += ["", verdict(ex, failed < SUSPICIOUS)]
     return "\n".join(lines)
 
 
-def verdict(failed: bool, first_accept: float) -> str:
-    if failed:
+def verdict(ex: Exactness, failed: bool) -> str:
+    """What the check showed, for the rule used: a departure found; a false alarm of the exact
+    rule; no departure of the size this N can see; or a mistake this N has too little power to
+    see. Never more than a test that failed to reject can show."""
+    kept = (
+        f"The draft's first token is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
+        "the rest of the time the target resamples from the residual max(0, p − q)."
+    )
+    reach = (
+        f"With {ex.n:,} draws this check catches, with {POWER:.0%} probability, any departure "
+        f"from p of total variation {ex.detectable_tv:.3f} or more; smaller ones it cannot see."
+    )
+    exact = ex.rule == EXACT.name
+    if failed and not exact:
         return (
             "**The speculative draws do not follow p** (a p-value this small is far beyond "
             "chance): this rule changes what the model says, not only how fast."
         )
+    if failed:
+        return (
+            f"**A false alarm, most likely.** With the exact rule a p-value falls below "
+            f"{SUSPICIOUS:g} by chance in 1 check in {round(1 / SUSPICIOUS):,}, and this is one: "
+            "run it again with another seed. A real departure fails again; chance does not. " + kept
+        )
+    if exact:
+        return (
+            f"**No departure from p found.** {kept} {reach} The exact rule's output follows p "
+            "by proof; this check looked for a departure and found none that large."
+        )
     return (
-        f"The draft's first token is kept with probability Σ min(p, q) = {first_accept:.2f}; "
-        "the rest of the time the target resamples from the residual max(0, p − q). Both "
-        "distances are sampling noise of the same size (it shrinks like 1/√N), and a p-value "
-        "is only suspicious when tiny (below 0.001) — the speculative path follows p exactly."
+        "**Too little power here to see this mistake: raise N or the temperature.** This rule "
+        f"moves the first token {ex.tv_rule:.3f} from p in total variation, and {ex.n:,} draws "
+        f"catch that with only {ex.power_rule:.0%} probability. {reach} This rule is still wrong."
     )
 
 

@@ -173,3 +173,121 @@ def test_the_two_token_lab_draws_what_the_engine_emits(pair, k):
 
     assert p_value(lab[k]) > 1e-3
     assert p_value(lab[3 - k]) < 1e-3
+
+
+# ---------------------------------------------------------------- what a verdict may claim
+
+P4 = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.double)
+Q4 = torch.tensor([0.2, 0.5, 0.2, 0.1], dtype=torch.double)
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_each_rules_first_token_distribution_is_what_the_engine_draws(name):
+    """``rule_distribution``'s closed form against 40,000 first tokens drawn through the engine's
+    own drafting and judging (``verify.first_token_samples``): the χ² check does not reject it,
+    and it is p only for the exact rule."""
+    from specdemo.verify import first_token_samples
+
+    expected = exactness.rule_distribution(P4, Q4, RULES[name])
+    draws = first_token_samples(P4, Q4, 40_000, make_generator(5, "cpu"), RULES[name])
+    counts = torch.bincount(draws, minlength=4).double()
+    assert exactness.chi2_pvalue(counts, expected) > 1e-3
+    tv = 0.5 * float((expected - P4).abs().sum())
+    assert (tv < 1e-12) == (name == "exact"), tv
+
+
+def test_the_computed_power_is_the_rate_at_which_checks_catch_a_mistake():
+    """At N = 100 "resample from p" moves these p by 0.15 and is caught with a computed 23%;
+    400 simulated checks of 100 draws catch it at that rate (binomial sd 0.021), and the exact
+    rule's checks at the false-alarm rate."""
+    generator = make_generator(11, "cpu")
+    for name, lo, hi in (("resample-from-p", 0.16, 0.30), ("exact", 0.0, 0.01)):
+        other = exactness.rule_distribution(P4, Q4, RULES[name])
+        computed = exactness.power(P4, other, 100)
+        caught = (
+            sum(
+                exactness.chi2_pvalue(
+                    torch.bincount(
+                        torch.multinomial(other, 100, True, generator=generator), None, 4
+                    ).double(),
+                    P4,
+                )
+                < exactness.SUSPICIOUS
+                for _ in range(400)
+            )
+            / 400
+        )
+        assert lo < computed < hi and lo < caught < hi, (name, computed, caught)
+
+
+def test_any_departure_of_the_detectable_size_is_caught_with_95_percent():
+    """``detectable_tv`` holds whatever the departure's shape: random departures of exactly that
+    total variation all have computed power of at least POWER; a third of it, mostly less."""
+    generator = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(40, generator=generator, dtype=torch.double) * 2, 0)
+    n = 2_000
+    delta = exactness.detectable_tv(p, n)
+    assert 0 < delta < 0.2
+    bins, _ = exactness.chi2_bins(p, n)
+    weak = 0
+    for _ in range(50):
+        direction = torch.randn(40, generator=generator, dtype=torch.double)
+        direction = direction - direction.mean()
+        for scale, at_least in ((1.0, True), (1 / 3, False)):
+            step = direction * p  # stays within p's support
+            step = step - p * step.sum() / p.sum()
+            binned = torch.zeros(int(bins.max()) + 1, dtype=torch.double)
+            binned.index_add_(0, bins, step)
+            tv = 0.5 * float(binned.abs().sum())
+            other = p + step * (scale * delta / tv)
+            if other.min() < 0:
+                continue
+            if at_least:
+                assert exactness.power(p, other, n) >= exactness.POWER - 1e-6
+            else:
+                weak += exactness.power(p, other, n) < exactness.POWER
+    assert weak > 25
+
+
+def verdict_for(rule: str, p_value: float, n: int = 100) -> str:
+    other = exactness.rule_distribution(P4, Q4, RULES[rule])
+    ex = exactness.Exactness(
+        labels=["a", "(other)"], tokens=[0], p=[0.5, 0.5], speculative=[0.5, 0.5],
+        direct=[0.5, 0.5], n=n, tv_speculative=0.01, tv_direct=0.01,
+        p_value_speculative=p_value, p_value_direct=0.5, first_accept=0.6, rule=rule,
+        detectable_tv=exactness.detectable_tv(P4, n),
+        tv_rule=0.5 * float((other - P4).abs().sum()), power_rule=exactness.power(P4, other, n),
+    )  # fmt: skip
+    return exactness.markdown(ex)
+
+
+def test_a_verdict_claims_only_what_its_check_showed():
+    """Four cases: a mistake caught; the exact rule's false alarm, named as one; the exact rule
+    not rejected, with the smallest departure this N sees and no claim of exactness; a
+    mistake not caught for lack of power, with what to change."""
+    caught = verdict_for("resample-from-p", 1e-9)
+    assert "do not follow p" in caught and "changes what the model says" in caught
+    alarm = verdict_for("exact", 1e-4)
+    assert "A false alarm, most likely" in alarm and "1 check in 1,000" in alarm
+    assert "do not follow p" not in alarm
+    passed = verdict_for("exact", 0.4)
+    delta = exactness.detectable_tv(P4, 100)
+    assert "No departure from p found" in passed and f"{delta:.3f} or more" in passed
+    assert "follows p exactly" not in passed and "95% probability" in passed
+    unseen = verdict_for("resample-from-p", 0.2)
+    assert "Too little power here to see this mistake: raise N or the temperature" in unseen
+    assert "moves the first token 0.150 from p" in unseen and "23% probability" in unseen
+    assert "No departure" not in unseen
+
+
+def test_a_mistaken_rule_at_low_power_is_told_apart_from_a_pass(pair):
+    """Through ``measure`` on the tiny pair: "resample from p" with 100 draws at T = 1 moves
+    the first token by 0.14, which 100 draws catch 3% of the time (computed); this run did not
+    catch it, and the page says it had too little power rather than calling the draws exact.
+    At 20,000 draws the same mistake is caught (test_each_mistaken_rule_fails_both_checks)."""
+    config = parse_run(PROMPT, temperature=1.0)
+    ex = exactness.measure(pair, config, 100, rule=RULES["resample-from-p"])
+    assert 0.1 < ex.tv_rule < ex.detectable_tv and ex.power_rule < 0.1
+    assert ex.p_value_speculative >= exactness.SUSPICIOUS
+    text = exactness.markdown(ex)
+    assert "Too little power here to see this mistake" in text and "No departure" not in text
