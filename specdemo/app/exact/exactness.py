@@ -331,9 +331,10 @@ def greedy_check(pair, config: RunConfig) -> GreedyCheck:
     )
 
 
-def greedy_markdown(check: GreedyCheck, k: int, precision: str) -> str:
+def greedy_markdown(check: GreedyCheck, k: int | str, precision: str) -> str:
     """The verdict; a divergence is blamed on rounding only when the measured margin is a
-    near-tie (below NEAR_TIE logits)."""
+    near-tie (below NEAR_TIE logits). `k` is an int or "auto"."""
+    positions = f"K + 1 = {k + 1} positions" if isinstance(k, int) else "K + 1 positions"
     if check.identical:
         return (
             f"**Greedy check: identical.** With temperature 0, speculative decoding (K = {k}) "
@@ -346,7 +347,7 @@ def greedy_markdown(check: GreedyCheck, k: int, precision: str) -> str:
     if check.margin < NEAR_TIE:
         return (
             f"{parted} This is arithmetic, not the acceptance rule: the verify pass computes "
-            f"K + 1 = {k + 1} positions in one batched forward pass, and {precision} kernels can "
+            f"{positions} in one batched forward pass, and {precision} kernels can "
             "round differently from one-token steps. There the target's top two logits differ "
             f"by only {check.margin:.4f} (below {NEAR_TIE}), close enough to a tie for rounding "
             "to flip the argmax. After the first difference the contexts differ, so the rest "

@@ -232,9 +232,11 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
     for name, drawn in codes.items():
         shown = [(drawn == code).sum().item() / n for code in shown_codes]
         shown += [1.0 - sum(shown)]
-        index = torch.searchsorted(tested_codes, drawn).clamp_max(len(tested_codes) - 1)
-        hit = tested_codes[index] == drawn
-        counts = torch.bincount(index[hit], minlength=len(tested_codes)).double()
+        counts = torch.zeros(len(tested_codes), dtype=torch.double, device=drawn.device)
+        if len(tested_codes):  # none when no pair is expected MIN_EXPECTED times at this n
+            index = torch.searchsorted(tested_codes, drawn).clamp_max(len(tested_codes) - 1)
+            hit = tested_codes[index] == drawn
+            counts = torch.bincount(index[hit], minlength=len(tested_codes)).double()
         other = float(n) - counts.sum().item()  # draws outside every tested pair
         rest = max(0.0, 1.0 - tested_p.sum().item())
         # Outcomes: each pair expected MIN_EXPECTED times or more, and every other pair as one;

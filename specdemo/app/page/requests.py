@@ -193,6 +193,12 @@ def parse_step(
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
 ) -> Step:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
+    if not isinstance(config.k, int):
+        lo, hi = LIMITS["k"]
+        raise ValueError(
+            f"Step through shows one round at a K you choose: set K from {lo} to {hi} "
+            "(automatic K is on the Generate tab)."
+        )
     same = state is not None and (state.prompt, state.system) == (config.prompt, config.system)
     context = len(state.context) if same else len(encode(pair, config))
     return Step(config, context, gpu.budget_of(pair))

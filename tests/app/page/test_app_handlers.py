@@ -142,3 +142,35 @@ def test_a_mistaken_rules_failure_shows_in_the_residuals_and_the_exact_rules_doe
 
     assert worst("always-accept") > 2 * RESIDUAL_BAND
     assert worst("exact") < 1.5 * RESIDUAL_BAND  # the shown bins of an exact sampler: noise
+
+
+EDGES = [  # each value the parsers admit at an end of its range, with K chosen per round
+    {"k": "auto", "temperature": 0.0},
+    {"k": "auto", "temperature": 2.0, "seed": 2**32 - 1},
+    {"k": 1, "temperature": 1.0},
+    {"k": 16, "temperature": 0.7},
+]
+
+
+@pytest.mark.parametrize("edge", EDGES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()))
+def test_every_endpoint_takes_every_value_its_parser_admits(pair, edge):
+    """Generate, sweep, exactness and step with K = "auto" and at the ends of each range: each
+    answers with its outputs, never a traceback; Step through, which shows one round at a K
+    chosen for it, answers "auto" with a message saying what to set."""
+    k, auto = (5, True) if edge["k"] == "auto" else (edge["k"], False)
+    rest = {key: v for key, v in edge.items() if key != "k"}
+    *_, last = handlers.generate(pair, PROMPT, k=k, auto_k=auto, max_new_tokens=1, top_k=200,
+                                 **rest)  # fmt: skip
+    assert len(last) == len(handlers.GENERATE_OUTPUTS)
+    outputs = handlers.sweep(pair, PROMPT, ks=[edge["k"]], temperatures=[edge["temperature"]],
+                             max_new_tokens=1)  # fmt: skip
+    assert len(outputs) == len(handlers.SWEEP_OUTPUTS)
+    exact = handlers.exactness(pair, PROMPT, k=edge["k"], n=100, temperature=edge["temperature"],
+                               seed=edge.get("seed", 0))  # fmt: skip
+    assert "Greedy check" in exact[handlers.EXACTNESS_OUTPUTS.index("greedy")]
+    if edge["k"] == "auto":
+        with pytest.raises(gr.Error, match="set K from 1 to 16"):
+            handlers.step(pair, PROMPT, k="auto", temperature=edge["temperature"])
+        return
+    step = handlers.step(pair, PROMPT, k=edge["k"], temperature=edge["temperature"])
+    assert step[-1].rounds == 1
