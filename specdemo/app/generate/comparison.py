@@ -35,10 +35,11 @@ def comparison_markdown(
     spec: SpecRun | None, target: TargetRun | None, finished: RunConfig | None = None
 ) -> str:
     """The side-by-side numbers, a run still to come showing dots; once both runs have
-    `finished` (under that config), a note on whether their tokens agree, and on any run
-    answered from the store (``replay_note``)."""
-    speedup = "…"
-    if spec and target and target.tokens_per_s:
+    `finished` (under that config), the speedup, and a note on whether their tokens agree and
+    on any run answered from the store (``replay_note``). Until then the speedup waits: a rate
+    measured on a run's first tokens is not its rate over the answer."""
+    speedup = "… (when both finish)"
+    if finished is not None and spec and target and target.tokens_per_s:
         speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
     rows = list(zip(COMPARISON_ROWS, _column(spec), _column(target), strict=True))
     rows.insert(2, ("Speedup", speedup, "1×"))

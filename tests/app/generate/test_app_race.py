@@ -28,6 +28,14 @@ def test_greedy_speculative_equals_target_alone(pair):
     row = RunRecord.of(config, spec, target)
     assert row.greedy_match is True and row.spec_target_passes < len(target.tokens)
     assert "identical" in comparison.comparison_markdown(spec, target, config)
+    # While the target alone is still running, its rate so far is no speedup yet.
+    partial = race.TargetRun(target.spans[:2], target.tokens[:2], target.step_seconds[:2])
+    partial.seconds = sum(partial.step_seconds)
+    assert "Speedup | … (when both finish) | 1×" in comparison.comparison_markdown(spec, partial)
+    ratio = spec.tokens_per_s / target.tokens_per_s
+    assert f"Speedup | **{ratio:.2f}×** | 1×" in comparison.comparison_markdown(
+        spec, target, config
+    )
 
 
 def test_runs_grow_in_place_and_time_every_target_step(pair):
@@ -94,7 +102,8 @@ def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
 def test_comparison_shows_dots_until_a_run_has_tokens():
     table = comparison.comparison_markdown(None, None)
     assert (
-        "Speedup | … | 1×" in table and table.count("…") == 2 * len(comparison.COMPARISON_ROWS) + 1
+        "Speedup | … (when both finish) | 1×" in table
+        and table.count("…") == 2 * len(comparison.COMPARISON_ROWS) + 1
     )
 
 
