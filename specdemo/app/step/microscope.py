@@ -42,10 +42,10 @@ def placeholders() -> tuple[go.Figure, go.Figure]:
 
 def p_and_q_chart(m: Microscope) -> go.Figure:
     """Rejected: p as stacked bars (min(p, q) shaded, max(0, p − q) on top) with q as an
-    outline over them. Bonus: p alone."""
+    outline over them. Bonus, or a plain target step: p alone."""
     if m.kind == "greedy":
         return placeholder("At temperature 0, p and q are one-hot: the note below explains", HEIGHT)
-    if m.kind == "bonus":
+    if m.kind in ("bonus", "plain"):
         fig = go.Figure(
             go.Bar(
                 x=m.labels,
@@ -57,7 +57,8 @@ def p_and_q_chart(m: Microscope) -> go.Figure:
             )
         )
         _y_range(fig, m.p)
-        return layout(fig, f"Bonus: p at position {m.position + 1}", HEIGHT)
+        title = "Bonus" if m.kind == "bonus" else "A plain target step, no guesses"
+        return layout(fig, f"{title}: p at position {m.position + 1}", HEIGHT)
     fig = go.Figure()
     excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
     for name, values, base, color in (
@@ -88,6 +89,8 @@ def residual_chart(m: Microscope) -> go.Figure:
         return placeholder("At temperature 0 the residual is p itself: its top choice", HEIGHT)
     if m.kind == "bonus":
         return placeholder("Every guess was kept: no residual to draw from", HEIGHT)
+    if m.kind == "plain":
+        return placeholder("No guesses this round: no residual to draw from", HEIGHT)
     fig = go.Figure(
         go.Bar(
             x=m.labels,
@@ -144,21 +147,22 @@ def _note(m: Microscope, r: Round, tokenizer) -> str:
             f"{tok(m.drafted)} was not the target's top choice: overlap 0, the guess is rejected, "
             f"and the residual max(0, p − q) is p itself, the target's top choice {drawn}."
         )
-    if m.kind == "bonus" and not r.k:
+    if m.kind == "plain":
         return f"No guesses this round: the target's token {drawn} came straight from its own p."
     if m.kind == "bonus":
         return (
             f"Every guess was kept, so there was nothing to correct: the bonus token {drawn} was "
-            f"drawn straight from the target's p at position {i + 1} (blue). The draft never "
-            "guessed this position, so there is no q to compare."
+            f"drawn straight from the target's p at position {i + 1} (the bars \u201cp: the "
+            "target\u201d). The draft never guessed this position, so there is no q to compare."
         )
     copied = " (a copied guess: all of q on it)" if m.source == "lookup" else ""
     return (
         f"**Σ min(p, q) = {prob(m.kept)}: the chance a draft token is kept here**, averaged over "
-        "what the draft might propose — the green overlap of p and q, one minus their "
-        f"total-variation distance. The guess {tok(m.drafted)} had q = {prob(m.q_x)}{copied} "
-        f"but p = {prob(m.p_x)}: its outline stands above its bar, so it was kept only with chance "
-        f"p/q = {prob(r.accept_prob[i])}, and u = {prob(r.u[i])} said no. The orange part, "
+        "what the draft might propose — the overlap of p and q (the bars \u201cmin(p, q)\u201d), "
+        f"one minus their total-variation distance. The guess {tok(m.drafted)} had "
+        f"q = {prob(m.q_x)}{copied} but p = {prob(m.p_x)}: its outline stands above its bar, so "
+        "it was kept only with chance "
+        f"p/q = {prob(r.accept_prob[i])}, and u = {prob(r.u[i])} said no. The part stacked on top, "
         f"max(0, p − q) (Σ = {prob(m.left)}), is what p has above q: what the draft under-"
         f"proposed. Renormalised (the second chart), it is where {drawn} was drawn from, so "
         "that kept guesses and replacements together follow p exactly."

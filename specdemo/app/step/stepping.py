@@ -48,7 +48,7 @@ class Microscope:
     then OTHERS, whose entries sum the rest of the vocabulary. At temperature 0 (kind "greedy")
     p and q are one-hot and only the kind, position and tokens are filled in."""
 
-    kind: str  # "rejected", "bonus" or "greedy"
+    kind: str  # "rejected", "bonus", "plain" (a round with no guesses) or "greedy"
     position: int  # the draft position examined, 0-based (= n_accepted)
     drafted: int | None  # the rejected guess
     drawn: int  # the target's token at that position
@@ -119,7 +119,15 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
     ``drafters.ModelDrafter``) says whether a model-drafted round's token was one the draft could
     propose at all."""
     i = r.n_accepted
-    kind = "greedy" if verdict.p is None else "bonus" if r.bonus else "rejected"
+    kind = (
+        "greedy"
+        if verdict.p is None
+        else "plain"
+        if not r.k
+        else "bonus"
+        if r.bonus
+        else "rejected"
+    )
     scope = Microscope(kind, i, r.rejected, r.next_token, r.source)
     if draft_model is not None and r.source == "model" and not r.bonus:
         outside = not draft_model.covers(r.next_token)
@@ -182,7 +190,13 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
                 verdict,
             ]
         )
-    verdict = "bonus (from p)" if r.bonus else "resampled (from the residual)"
+    verdict = (
+        "plain target step (no guesses, from p)"
+        if not r.k
+        else "bonus (from p)"
+        if r.bonus
+        else "resampled (from the residual)"
+    )
     if outside:
         verdict += ", a token the draft cannot propose"
     rows.append([r.n_accepted + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])

@@ -273,3 +273,18 @@ def test_a_rejection_with_tiny_probabilities_shows_their_size(pair):
     note = microscope.markdown(m, r, pair.tokenizer)
     assert "q = 4.2e-4 but p = 2.1e-5" in note and "Σ min(p, q) = 3e-4" in note
     assert "0.000" not in note
+
+
+def test_a_round_with_no_guesses_is_labelled_a_plain_target_step(pair):
+    """Prompt lookup with no earlier copy of the context's end makes no guesses: the table, the
+    microscope and its charts call the token a plain target step, never a bonus."""
+    config = parse_run("zq", k=4, temperature=1.0, drafter="lookup")
+    _, r, scope = step_until(pair, config, lambda r: r.k == 0)
+    rows = stepping.round_rows(r, pair.tokenizer)
+    assert len(rows) == 1 and rows[0][-1] == "plain target step (no guesses, from p)"
+    assert scope.kind == "plain"
+    p_chart, residual = microscope.figures(scope)
+    assert p_chart.layout.title.text.startswith("A plain target step, no guesses: p at")
+    assert "No guesses this round" in residual.layout.annotations[0].text
+    note = microscope.markdown(scope, r, pair.tokenizer)
+    assert note.startswith("No guesses this round") and "bonus" not in note.lower()
