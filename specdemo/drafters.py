@@ -101,6 +101,20 @@ class ModelDrafter:
         return context[keep:]
 
     @torch.inference_mode()
+    def prefill(self, context: list[int], room: int = 16) -> None:
+        """Feed the context but its last token into the cache now, leaving `room` tokens free,
+        so that the next proposal after `context` runs only its own steps: a caller that times
+        a round apart from the context before it (the step-through) calls this first."""
+        if self.head is not None and self.head.spare:
+            self.head.learn(context[self._read :])
+            self._read = len(context)
+        feed = list(self._sync(context, room)[:-1])
+        if feed:
+            self.step.run(feed)
+            self._fed += feed
+            self._settled = len(self._fed)
+
+    @torch.inference_mode()
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
         if self.head is not None and self.head.spare:  # the text's own ids, before drafting
             self.head.learn(context[self._read :])

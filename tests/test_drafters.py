@@ -274,3 +274,22 @@ def test_hybrid_keeps_the_draft_cache_in_step_through_lookup_rounds():
     # Lookup rounds never touch the draft's cache: it holds what the last model round left.
     assert spy.drafter.model_drafter.step.cache.tokens == last_model
     assert model_after_lookup >= 3, sources
+
+
+def test_a_prefilled_drafter_proposes_with_its_own_steps_only_and_the_same_draft(pair):
+    """``ModelDrafter.prefill`` feeds the context but its last token ahead of the round: the
+    proposal then runs one step per draft token, and drafts what a drafter that fed the whole
+    context in its first step drafts, with the same q."""
+    context = list(range(3, 40))
+    fresh = ModelDrafter(pair.draft, SamplingConfig(1.0), make_generator(7, "cpu"))
+    primed = ModelDrafter(pair.draft, SamplingConfig(1.0), make_generator(7, "cpu"))
+    fed = []
+    run = primed.step.run
+    primed.step.run = lambda tokens: fed.append(len(tokens)) or run(tokens)
+    primed.prefill(context)
+    assert fed == [len(context) - 1]
+    fed.clear()
+    a, b = fresh.propose(context, 3), primed.propose(context, 3)
+    assert fed == [1, 1, 1]
+    assert a.tokens.tolist() == b.tokens.tolist()
+    torch.testing.assert_close(a.q, b.q)

@@ -121,7 +121,7 @@ def render_step(pair, request: Step, outcome: tuple) -> list:
     config, tokenizer = request.config, pair.tokenizer
     return [
         list(state.spans),
-        *stepping.round_markdown(r, tokenizer, config, t_step, scope.outside),
+        *stepping.round_markdown(r, tokenizer, config, t_step, scope.outside, state.refed),
         stepping.round_rows(r, tokenizer, scope.outside),
         charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
         *microscope.figures(scope),

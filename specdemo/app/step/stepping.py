@@ -15,9 +15,9 @@ from specdemo.app.config import RunConfig, encode
 from specdemo.app.numbers import prob
 from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
 from specdemo.engine import make_generator, resolve_k, speculative_generate
-from specdemo.lm import eos_ids
+from specdemo.lm import Stopwatch, eos_ids
 from specdemo.render import round_spans
-from specdemo.rounds import Round
+from specdemo.rounds import Round, Stats
 from specdemo.sampling import residual
 from specdemo.text import Detokenizer, token_labels, token_text
 from specdemo.verify import Verdict
@@ -39,6 +39,9 @@ class StepState:
     spans: tuple[tuple[str, str], ...] = ()
     rounds: int = 0
     finished: bool = False
+    # The last round's context fed again, timed apart from the round: (tokens, target seconds,
+    # draft model seconds). Each click starts from the context, so both models read it anew.
+    refed: tuple[int, float, float] = (0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -85,16 +88,22 @@ def next_round(
     drafter = make_drafter(
         config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
     )
-    verdicts = []
+    verdicts, stats = [], Stats()
+    context = list(state.context)
+    draft_model, clock = drafter.draft_model, Stopwatch(device)
+    if draft_model is not None:  # the context again, timed apart from the round's own steps
+        draft_model.prefill(context, config.k + 1)
+    draft_seconds = clock.lap()
     rounds = speculative_generate(
         pair.target,
         drafter,
-        list(state.context),
+        context,
         k=resolve_k(config.k, pair.target, drafter),
         sampling=config.sampling,
         max_new_tokens=config.k + 1,  # room for k drafts and the target's token
         generator=generator,
         on_verdict=verdicts.append,
+        stats=stats,
     )
     with contextlib.closing(rounds):
         r = next(rounds)
@@ -108,6 +117,7 @@ def next_round(
         spans=state.spans + tuple(spans),
         rounds=state.rounds + 1,
         finished=any(t in eos_ids(pair.target) for t in r.tokens),
+        refed=(len(context) - 1, stats.prefill_time, draft_seconds),
     )
     return state, r, scope
 
@@ -254,12 +264,18 @@ def verify_cost(k: int, seconds: float, t_step: float | None) -> str:
 
 
 def round_markdown(
-    r: Round, tokenizer, config: RunConfig, t_step: float | None = None, outside: bool = False
+    r: Round,
+    tokenizer,
+    config: RunConfig,
+    t_step: float | None = None,
+    outside: bool = False,
+    refed: tuple[int, float, float] = (0, 0.0, 0.0),
 ) -> tuple[str, str, str]:
     """Plain-language notes on the round's three phases: draft, verify, accept/reject. Every
     comparison is chosen from the figures printed beside it; `t_step` is one plain target
     step's measured seconds (``profile.costs_for``), None when not measured; `outside`: the
-    target's token is one the draft cannot propose (``Microscope.outside``)."""
+    target's token is one the draft cannot propose (``Microscope.outside``); `refed`: the
+    context fed again before the round (``StepState.refed``), said apart from its costs."""
 
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"
@@ -295,6 +311,14 @@ def round_markdown(
         f"pass ({1000 * r.verify_time:.0f} ms). That pass gives the target's own distribution p "
         f"at all {r.k + 1} positions at once{verify_cost(r.k, r.verify_time, t_step)}"
     )
+    tokens, target_seconds, draft_seconds = refed
+    if tokens:
+        models = "both models" if draft_seconds else "the target"
+        verify += (
+            f" *Each click starts from the text so far: before this round {models} read its "
+            f"{tokens:,} tokens again ({1000 * (target_seconds + draft_seconds):.0f} ms), timed "
+            "apart and left out of the figures above; a generation keeps them in its caches.*"
+        )
     greedy = config.temperature == 0
     if greedy:
         rule = (

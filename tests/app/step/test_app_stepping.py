@@ -288,3 +288,18 @@ def test_a_round_with_no_guesses_is_labelled_a_plain_target_step(pair):
     assert "No guesses this round" in residual.layout.annotations[0].text
     note = microscope.markdown(scope, r, pair.tokenizer)
     assert note.startswith("No guesses this round") and "bonus" not in note.lower()
+
+
+def test_a_round_is_timed_apart_from_the_context_it_reads_again(pair):
+    """Each click feeds the text so far to both models again: that is timed before the round and
+    said apart, so the round's draft time is its own steps (one per guess), not the prefill."""
+    config = parse_run(PROMPT, k=3, temperature=1.0, drafter="model")
+    state, r, _ = stepping.next_round(pair, config, None)
+    state, r, _ = stepping.next_round(pair, config, state)
+    tokens, target_seconds, draft_seconds = state.refed
+    assert tokens == len(state.context) - len(r.tokens) - 1
+    assert target_seconds > 0 and draft_seconds > 0
+    _, verify, _ = stepping.round_markdown(r, pair.tokenizer, config, refed=state.refed)
+    assert f"read its {tokens:,} tokens again" in verify and "both models" in verify
+    _, verify, _ = stepping.round_markdown(r, pair.tokenizer, config)
+    assert "again" not in verify
