@@ -6,8 +6,10 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
+import torch
 from conftest import PROMPT, ROOT
 
 from specdemo.app.config import encode, parse_run
@@ -48,8 +50,10 @@ def test_runs_grow_in_place_and_time_every_target_step(pair):
     assert target.seconds == pytest.approx(sum(target.step_seconds))
 
 
-def test_each_process_warms_the_pair_up_once_before_its_first_timed_run(pair, monkeypatch):
-    """A ZeroGPU worker is a fresh process: its first run warms the models outside the clock."""
+def test_the_pair_is_warmed_up_once_before_its_first_timed_run(pair, monkeypatch):
+    """The first run warms the models outside the clock. A fork of a warmed process on a CPU
+    inherits the warm-up; on CUDA each process (each ZeroGPU worker) starts its own context,
+    so a new process warms up again."""
     warmed = []
     monkeypatch.setattr(race.models, "warm_up", warmed.append)
     monkeypatch.setattr(race, "_warmed", race.weakref.WeakKeyDictionary())
@@ -60,7 +64,17 @@ def test_each_process_warms_the_pair_up_once_before_its_first_timed_run(pair, mo
     assert warmed == [pair]
     monkeypatch.setattr(race.os, "getpid", lambda: -1)  # a forked worker
     race.last(race.run_speculative(pair, config, ids))
-    assert warmed == [pair, pair]
+    assert warmed == [pair]  # on the CPU: the parent's warm-up holds
+
+    class OnCuda:  # a target on a GPU, as warm_once sees one
+        device = torch.device("cuda", 0)
+
+    on_cuda = SimpleNamespace(target=OnCuda())
+    race.warm_once(on_cuda)
+    race.warm_once(on_cuda)
+    monkeypatch.setattr(race.os, "getpid", lambda: -2)  # another worker
+    race.warm_once(on_cuda)
+    assert warmed == [pair, on_cuda, on_cuda]
 
 
 def test_prompt_lookup_drafter_costs_no_draft_steps(pair):
