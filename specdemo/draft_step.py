@@ -7,8 +7,8 @@ buffers (transformers' ``StaticCache``, rolled back by moving its length), so th
 has fixed shapes and addresses and reads nothing back to the host; with ``graph=True`` on CUDA
 that step is captured once as a CUDA graph and replayed, one launch for all its kernels. Both
 compute the same logits; the mode is a speed setting, never a change to what is sampled.
-"auto", the default, runs whichever of eager and graph measures faster on CUDA
-(``profile.fastest_draft_step``), and eager elsewhere.
+"auto", the default, runs whichever of eager and graph measures faster on CUDA, and eager
+elsewhere: measuring is ``profile``'s (``profile.draft_step_for``), which builds on this module.
 """
 
 import os
@@ -28,7 +28,7 @@ FIRST_CAPACITY = 1024
 def resolve_draft_step(step: str | None, device) -> str:
     """The draft step mode asked for: `step`, else $SPECDEMO_DRAFT_STEP, else "auto". A graph
     needs CUDA: asked for on another device it runs "static", the same step without capture;
-    "auto" is "eager" there, and on CUDA left for ``make_draft_step`` to measure."""
+    "auto" is "eager" there, and on CUDA left for ``profile.draft_step_for`` to measure."""
     step = step or os.environ.get(ENV_DRAFT_STEP) or "auto"
     if step not in DRAFT_STEPS:
         raise ValueError(f"draft step must be one of {', '.join(DRAFT_STEPS)}; got {step!r}")
@@ -38,12 +38,11 @@ def resolve_draft_step(step: str | None, device) -> str:
 
 
 def make_draft_step(model, head=None, step: str | None = None):
-    """The draft step object for `model` (its output layer replaced by `head` if given)."""
+    """The draft step object for `model` (its output layer replaced by `head` if given) in a
+    mode that needs no measuring; "auto" on CUDA is ``profile.draft_step_for``'s to choose."""
     step = resolve_draft_step(step, model.device)
     if step == "auto":
-        from specdemo.profile import fastest_draft_step
-
-        step = fastest_draft_step(model, head)
+        raise ValueError('"auto" on CUDA is measured: build the step with profile.draft_step_for')
     if step == "eager":
         return EagerDraftStep(model, head)
     return StaticDraftStep(model, head, graph=step == "graph")

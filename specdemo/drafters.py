@@ -17,7 +17,7 @@ from typing import Protocol
 import torch
 
 from specdemo import draft_vocab
-from specdemo.draft_step import make_draft_step
+from specdemo.profile import draft_step_for
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 
 
@@ -72,7 +72,7 @@ class ModelDrafter:
         if head is None:
             head = draft_vocab.context_head(model, head_rows)
         self.head, self.head_rows = head, head.rows if head is not None else None
-        self.step = make_draft_step(model, self.head, step)
+        self.step = draft_step_for(model, self.head, step)
         self._read = 0  # context tokens the head has learned from
         self._fed: list[int] = []  # tokens whose keys/values are in the cache
         self._settled = 0  # a prefix of `_fed` that later contexts share (contexts only grow)

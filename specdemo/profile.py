@@ -13,7 +13,7 @@ import weakref
 
 import torch
 
-from specdemo.draft_step import make_draft_step
+from specdemo.draft_step import make_draft_step, resolve_draft_step
 from specdemo.draft_vocab import draft_head
 from specdemo.lm import Stopwatch, forward
 from specdemo.theory import StepCosts
@@ -58,7 +58,7 @@ def draft_seconds(
 def timed_draft_step(draft, context: list[int], head, step: str | None, repeats: int = 5):
     """(median seconds, the step object) of ``draft_seconds``: its kind and, for a graph, any
     capture problem say what ran."""
-    runner = make_draft_step(draft, head, step)
+    runner = draft_step_for(draft, head, step)
     runner.fits(len(context) + 1)
     runner.run(context)
     clock, times = Stopwatch(draft.device), []
@@ -135,6 +135,15 @@ def restore_measured(target, draft, measured: dict | None) -> None:
     _profiles.setdefault(target, {}).update(measured["profiles"])
     if measured["fastest"] is not None:
         _fastest.setdefault(draft, measured["fastest"])
+
+
+def draft_step_for(model, head=None, step: str | None = None):
+    """The draft step object for `model` in `step` mode (``draft_step.resolve_draft_step``),
+    "auto" on CUDA measured here (``fastest_draft_step``, once per draft model)."""
+    step = resolve_draft_step(step, model.device)
+    if step == "auto":
+        step = fastest_draft_step(model, head)
+    return make_draft_step(model, head, step)
 
 
 def fastest_draft_step(draft, head=None, modes=("eager", "graph"), repeats: int = 5) -> str:
