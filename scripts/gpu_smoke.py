@@ -350,7 +350,7 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
         eps = torch.finfo(pair.draft.dtype).eps
         worst, same, ties = 0.0, True, 0
         for token in (context * 2)[:REPLAY_STEPS]:
-            a, b = eager.run([token]).float(), other.run([token]).float()
+            a, b = eager.run([token]).float().view(-1), other.run([token]).float().view(-1)
             held = torch.isfinite(a)  # spare head rows no text filled score -inf in both
             top = a[held].abs().max()
             worst = max(worst, float((a - b)[held].abs().max() / top))
@@ -477,7 +477,7 @@ def check_call_share(run: Run) -> list[Outcome]:
     work) against SHARE_TARGET."""
     from specdemo.app.config import parse_run
     from specdemo.app.generate import race as race_runs
-    from specdemo.app.page import requests, work
+    from specdemo.app.page import jobs, work
     from specdemo.models import load_pair
     from specdemo.text import encode_prompt
 
@@ -491,7 +491,7 @@ def check_call_share(run: Run) -> list[Outcome]:
     )
     race_runs.rehearse(pair)
     config = parse_run(PROMPT, auto_k=True, max_new_tokens=32 if run.dry else 128)
-    request = requests.Race(config, tuple(encode_prompt(pair.tokenizer, PROMPT)))
+    request = jobs.Race(config, tuple(encode_prompt(pair.tokenizer, PROMPT)))
     race = work.tasks(pair).race
     outcomes = []
     for call in ("first", "second"):

@@ -2,7 +2,7 @@
 
 On ZeroGPU every GPU call runs in a worker forked from the main process: its arguments and
 every value it returns or yields are pickled, module globals it writes are lost, and it starts
-only if the visitor's daily quota can cover it. So a request (``requests``) is parsed, priced
+only if the visitor's daily quota can cover it. So a request (``jobs``) is parsed, priced
 and answered from replay in the main process; only the models' work runs on the GPU
 (``gpu_calls.on_gpu``). ``seconds`` budgets a request from the settings the work grows with
 and the loaded pair's own step budgets (``Budget``, from ``dispatch.step_budget``), and

@@ -3,7 +3,7 @@
 Each model handler takes the pair first (``ui`` binds it with functools.partial) and returns or
 yields a list of plain values in the order its ``*_OUTPUTS`` names them, ``gr.skip()`` for an
 output that does not change; no components and no tensors. A handler runs in the main process:
-it parses its request (``requests``), refuses one too big for a ZeroGPU call (``gpu.check``),
+it parses its request (``jobs``), refuses one too big for a ZeroGPU call (``gpu.check``),
 answers from replay where it can, and hands the rest to a GPU function (``work``). Bad input
 becomes a ``gr.Error`` with the message ``config`` wrote for the user.
 """
@@ -19,7 +19,7 @@ from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
 from specdemo.app.generate import comparison, costs, session_charts
 from specdemo.app.generate.run_record import RunRecord
-from specdemo.app.page import gpu, gpu_notes, replay, requests, work
+from specdemo.app.page import gpu, gpu_notes, jobs, replay, work
 from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
 from specdemo.app.step import microscope
@@ -52,7 +52,7 @@ def generate(
     `fresh` run measures both again. Only the runs themselves go to the GPU (``work``)."""
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
-        request = requests.parse_race(
+        request = jobs.parse_race(
             pair, prompt, system, k, auto_k, temperature, top_p, top_k, max_new_tokens, seed,
             drafter, adaptive, since,
         )  # fmt: skip
@@ -96,7 +96,7 @@ def gpu_note(
     """What a race at these settings will ask a ZeroGPU visitor for (``gpu_notes.ask_note``; "" off
     ZeroGPU); settings that do not parse change nothing."""
     try:
-        request = requests.parse_race(
+        request = jobs.parse_race(
             pair, prompt, system, k, auto_k, max_new_tokens=max_new_tokens, drafter=drafter
         )
     except ValueError:
@@ -129,7 +129,7 @@ def sweep(
     On ZeroGPU a grid with a cell that does not fit one GPU call is refused before it starts."""
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
-        request = requests.parse_sweep(
+        request = jobs.parse_sweep(
             pair, prompt, system, ks, temperatures, top_p, top_k, max_new_tokens, seed, drafter,
             adaptive, since,
         )  # fmt: skip
@@ -195,7 +195,7 @@ def exactness(
     """Draws of the first token and of the first two through the chosen acceptance rule and
     straight from p, against the exact p; then the greedy check (EXACTNESS_OUTPUTS)."""
     with user_errors():
-        request = requests.parse_exactness(pair, prompt, temperature, top_p, k, n, seed, rule)
+        request = jobs.parse_exactness(pair, prompt, temperature, top_p, k, n, seed, rule)
         gpu.check(request)
     return work.tasks(pair).exactness(request)
 
@@ -206,7 +206,7 @@ def step(
 ):  # fmt: skip
     """One round after the context in `state`, explained (STEP_OUTPUTS)."""
     with user_errors():
-        request = requests.parse_step(pair, prompt, k, temperature, seed, drafter, state)
+        request = jobs.parse_step(pair, prompt, k, temperature, seed, drafter, state)
         gpu.check(request)
     return work.tasks(pair).step(request, state)
 

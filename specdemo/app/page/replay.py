@@ -22,7 +22,7 @@ from specdemo.app.config import RunConfig
 from specdemo.app.generate.race import SpecRun, TargetRun
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import gpu
-from specdemo.app.page.requests import Race, Sweep
+from specdemo.app.page.jobs import Race, Sweep
 
 KEPT = 64  # entries per store; a race of 1,024 tokens holds about 0.5 MB, mostly its spans
 
@@ -126,7 +126,7 @@ def race_once(pair, request: Race, run_race) -> tuple[SpecRun, TargetRun]:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """A sweep under way (``requests.Sweep``) and how many of its cells are done."""
+    """A sweep under way (``jobs.Sweep``) and how many of its cells are done."""
 
     request: Sweep
     done: int = 0

@@ -12,7 +12,7 @@ import inspect
 
 import gradio as gr
 
-from specdemo.app.page import gpu, handlers, requests, work
+from specdemo.app.page import gpu, handlers, jobs, work
 from specdemo.app.page.preparing import Preparation
 from specdemo.app.page.session import Session, discard
 from specdemo.app.page.style import CSS, INTRO, LARGE_TEXT_JS, THEME
@@ -69,7 +69,7 @@ def default_sweep_note(pair, prompt: str) -> str:
     pair is not ready: a ZeroGPU Space loads it before the page is built)."""
     if not gpu.limited() or (isinstance(pair, Preparation) and not pair.ready):
         return ""
-    return requests.parse_sweep(pair, prompt).note()
+    return jobs.parse_sweep(pair, prompt).note()
 
 
 def default_gpu_note(pair, prompt: str) -> str:

@@ -1,7 +1,7 @@
 """The GPU functions: the models' work for one request, and nothing that must outlive the call.
 
 Each takes the pair (bound before launch, so ZeroGPU's fork inherits it instead of pickling it),
-a request from ``requests`` and what earlier calls measured (``profile.measured_for``), and
+a request from ``jobs`` and what earlier calls measured (``profile.measured_for``), and
 returns or yields plain picklable values, what it measured among them. ZeroGPU runs each call
 in a fork that keeps nothing it writes, so per-process measurements (the step-cost profile, the
 draft step's fastest mode) travel back to the main process, which hands them to the next call:
@@ -24,7 +24,7 @@ from specdemo.app.exact import exactness as exact
 from specdemo.app.exact import joint
 from specdemo.app.generate import race
 from specdemo.app.page.gpu_calls import on_gpu
-from specdemo.app.page.requests import Exactness, Race, Step
+from specdemo.app.page.jobs import ExactnessCheck, Race, StepThrough
 from specdemo.app.step import microscope, stepping
 from specdemo.engine import make_generator
 from specdemo.profile import costs_for, measured_for, restore_measured
@@ -63,7 +63,7 @@ def run_race(
     yield "measured", measured_for(pair.target, pair.draft), True
 
 
-def run_exactness(pair, request: Exactness, measured: dict | None = None) -> tuple:
+def run_exactness(pair, request: ExactnessCheck, measured: dict | None = None) -> tuple:
     """(the measured exactness, first-two-token pairs and greedy check, what was measured),
     for ``render_exactness``."""
     restore_measured(pair.target, pair.draft, measured)
@@ -86,7 +86,7 @@ def run_exactness(pair, request: Exactness, measured: dict | None = None) -> tup
     return (ex, pairs, check), measured_for(pair.target, pair.draft)
 
 
-def render_exactness(pair, request: Exactness, outcome: tuple) -> list:
+def render_exactness(pair, request: ExactnessCheck, outcome: tuple) -> list:
     """The exactness check's outputs (``handlers.EXACTNESS_OUTPUTS``) from ``run_exactness``."""
     ex, pairs, check = outcome
     config = request.config
@@ -105,7 +105,7 @@ def render_exactness(pair, request: Exactness, outcome: tuple) -> list:
     ]
 
 
-def run_step(pair, request: Step, state, measured: dict | None = None) -> tuple:
+def run_step(pair, request: StepThrough, state, measured: dict | None = None) -> tuple:
     """One step-through round after the context in `state`: ((state, round, microscope, the
     target's step seconds), what was measured), for ``render_step``."""
     restore_measured(pair.target, pair.draft, measured)
@@ -115,7 +115,7 @@ def run_step(pair, request: Step, state, measured: dict | None = None) -> tuple:
     return (state, r, scope, t_step), measured_for(pair.target, pair.draft)
 
 
-def render_step(pair, request: Step, outcome: tuple) -> list:
+def render_step(pair, request: StepThrough, outcome: tuple) -> list:
     """The step-through's outputs (``handlers.STEP_OUTPUTS``) from ``run_step``."""
     state, r, scope, t_step = outcome
     config, tokenizer = request.config, pair.tokenizer
@@ -152,10 +152,10 @@ class Carried:
                 else:
                     yield kind, value, done
 
-    def exactness(self, request: Exactness) -> list:
+    def exactness(self, request: ExactnessCheck) -> list:
         return self._called("exactness", request)
 
-    def step(self, request: Step, state) -> list:
+    def step(self, request: StepThrough, state) -> list:
         return self._called("step", request, state)
 
     def _called(self, name: str, request, *args) -> list:

@@ -15,7 +15,7 @@ from conftest import PROMPT, ROOT
 from specdemo.app.config import encode, parse_run
 from specdemo.app.generate import comparison, costs, race
 from specdemo.app.generate.run_record import RunRecord
-from specdemo.app.page import replay, requests, work
+from specdemo.app.page import jobs, replay, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
 from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
@@ -99,9 +99,7 @@ def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
 
 
 def test_sweep_fills_the_grid_against_one_baseline_per_temperature(pair):
-    request = requests.parse_sweep(
-        pair, PROMPT, ks=[1, 3], temperatures=[0.0, 1.0], max_new_tokens=6
-    )
+    request = jobs.parse_sweep(pair, PROMPT, ks=[1, 3], temperatures=[0.0, 1.0], max_new_tokens=6)
     plan, cells = replay.SweepPlan(request), []
     while not plan.finished:
         plan, row = replay.sweep_cell(pair, plan, work.tasks(pair).race)

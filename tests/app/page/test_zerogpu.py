@@ -15,12 +15,12 @@ import pytest
 from conftest import PROMPT, ROOT
 
 from specdemo.app.config import RunConfig, parse_run
-from specdemo.app.page import gpu, gpu_calls, gpu_notes, handlers, replay, requests, work
+from specdemo.app.page import gpu, gpu_calls, gpu_notes, handlers, jobs, replay, work
 from specdemo.app.settings import LIMITS
 
 
-def race(prompt_tokens: int = 20, **settings) -> requests.Race:
-    return requests.Race(parse_run(PROMPT, **settings), tuple(range(prompt_tokens)))
+def race(prompt_tokens: int = 20, **settings) -> jobs.Race:
+    return jobs.Race(parse_run(PROMPT, **settings), tuple(range(prompt_tokens)))
 
 
 @pytest.fixture
@@ -59,14 +59,14 @@ def test_a_race_asks_for_more_with_more_tokens_a_larger_k_and_a_longer_prompt():
     assert short < race(k=2, max_new_tokens=256).seconds
     assert short < race(k=8, max_new_tokens=32).seconds
     assert short < race(prompt_tokens=3000, k=2, max_new_tokens=32).seconds
-    assert race(k="auto").seconds == race(k=max(requests.gpu.PROFILE_KS)).seconds
+    assert race(k="auto").seconds == race(k=max(jobs.gpu.PROFILE_KS)).seconds
 
 
 def test_prompt_lookup_drafts_free_and_a_stored_target_is_not_charged():
     model = race(k=8, max_new_tokens=512)
-    lookup = requests.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="lookup"), model.ids)
+    lookup = jobs.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="lookup"), model.ids)
     assert lookup.seconds < model.seconds
-    assert requests.Race(model.config, model.ids, with_target=False).seconds < model.seconds
+    assert jobs.Race(model.config, model.ids, with_target=False).seconds < model.seconds
 
 
 def test_the_exactness_check_asks_for_more_with_more_draws_sampling_and_a_longer_prompt():
@@ -83,8 +83,8 @@ def test_the_exactness_check_asks_for_more_with_more_draws_sampling_and_a_longer
 def test_every_default_request_fits_one_call():
     for request in (
         race(),
-        requests.Exactness(parse_run(PROMPT, temperature=1.0), tuple(range(20)), 20_000, None),
-        requests.Step(parse_run(PROMPT, k=4), 40),
+        jobs.ExactnessCheck(parse_run(PROMPT, temperature=1.0), tuple(range(20)), 20_000, None),
+        jobs.StepThrough(parse_run(PROMPT, k=4), 40),
     ):
         assert 1 <= request.seconds <= gpu.max_seconds()
 
@@ -108,12 +108,12 @@ def test_on_zero_gpu_a_run_too_long_is_refused_naming_the_most_tokens_that_fit(z
 def test_on_zero_gpu_too_many_draws_are_refused_naming_the_most_that_fit(zero_gpu, monkeypatch):
     monkeypatch.setattr(gpu, "DRAW_SECONDS", 1e-3)  # draws dear enough for N to matter
     config = parse_run(PROMPT, temperature=1.0)
-    request = requests.Exactness(config, tuple(range(20)), LIMITS["n"][1], None)
+    request = jobs.ExactnessCheck(config, tuple(range(20)), LIMITS["n"][1], None)
     with pytest.raises(ValueError, match=r"At most ([\d,]+) draws fit") as refused:
         gpu.check(request)
     n = int(refused.value.args[0].split("At most ")[1].split()[0].replace(",", ""))
-    assert requests.Exactness(config, request.ids, n, None).seconds <= gpu.max_seconds()
-    assert requests.Exactness(config, request.ids, n + 1, None).seconds > gpu.max_seconds()
+    assert jobs.ExactnessCheck(config, request.ids, n, None).seconds <= gpu.max_seconds()
+    assert jobs.ExactnessCheck(config, request.ids, n + 1, None).seconds > gpu.max_seconds()
 
 
 def test_a_handler_refuses_before_any_gpu_time_is_asked(
@@ -141,7 +141,7 @@ def test_the_exactness_check_refuses_first_tokens_beyond_its_budget(pair):
 
 
 def test_on_zero_gpu_the_page_says_what_the_default_sweep_costs(pair, zero_gpu, embedded_budget):
-    sweep = requests.parse_sweep(pair, PROMPT)
+    sweep = jobs.parse_sweep(pair, PROMPT)
     calls, seconds = gpu.sweep_calls(sweep.cells())
     assert calls == 8 and seconds == sum(cell.seconds for cell in sweep.cells())
     note = sweep.note()
@@ -151,7 +151,7 @@ def test_on_zero_gpu_the_page_says_what_the_default_sweep_costs(pair, zero_gpu, 
 
 
 def test_on_zero_gpu_the_page_says_what_a_run_asks_for_before_it_runs(pair, zero_gpu):
-    seconds = requests.parse_race(pair, PROMPT).seconds
+    seconds = jobs.parse_race(pair, PROMPT).seconds
     note = handlers.gpu_note(pair, PROMPT)
     assert f"this run asks for {seconds} s of GPU time" in note
     assert f"has {-(-seconds * 3 // 2)} s left" in note and "per IP address" in note
@@ -169,10 +169,10 @@ def test_each_request_is_priced_with_the_loaded_pairs_own_step_budgets(pair):
     tiny = gpu.budget_of(pair)
     assert tiny.t_step < gpu.EMBEDDED.t_step and tiny.t_draft < gpu.EMBEDDED.t_draft
     for request in (
-        requests.parse_race(pair, PROMPT),
-        requests.parse_exactness(pair, PROMPT),
-        requests.parse_step(pair, PROMPT),
-        *requests.parse_sweep(pair, PROMPT).cells(),
+        jobs.parse_race(pair, PROMPT),
+        jobs.parse_exactness(pair, PROMPT),
+        jobs.parse_step(pair, PROMPT),
+        *jobs.parse_sweep(pair, PROMPT).cells(),
     ):
         assert request.budget == tiny
     # A 48-layer 14B target costs its depth's share more a step than the 28-layer 1.5B.
@@ -200,7 +200,7 @@ def test_the_budgets_op_count_is_the_one_a_pass_dispatches():
 
 def test_off_zero_gpu_the_sweep_says_nothing_of_quotas(pair, monkeypatch):
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
-    assert requests.parse_sweep(pair, PROMPT).note() == ""
+    assert jobs.parse_sweep(pair, PROMPT).note() == ""
 
 
 # ---------------------------------------------------------------- spaces.GPU
@@ -318,17 +318,17 @@ def test_zero_gpus_refusal_slot_wait_and_abort_reach_the_visitor_as_sentences(
 
 def test_specdemos_own_messages_from_a_gpu_call_pass_unchanged(pair):
     own = gr.Error("Prompt is empty: type one or pick an example.")
-    assert gpu_notes.plain(own, requests.parse_race(pair, PROMPT)) is own
+    assert gpu_notes.plain(own, jobs.parse_race(pair, PROMPT)) is own
 
 
 def test_every_request_pickles_as_zero_gpu_sends_it(pair):
     import pickle
 
     for request in (
-        requests.parse_race(pair, PROMPT),
-        requests.parse_sweep(pair, PROMPT),
-        requests.parse_exactness(pair, PROMPT),
-        requests.parse_step(pair, PROMPT),
+        jobs.parse_race(pair, PROMPT),
+        jobs.parse_sweep(pair, PROMPT),
+        jobs.parse_exactness(pair, PROMPT),
+        jobs.parse_step(pair, PROMPT),
     ):
         assert pickle.loads(pickle.dumps(request)) == request
 
@@ -395,7 +395,7 @@ def test_a_bad_request_in_a_fork_reaches_the_user_as_its_message(pair, forked):
 def test_stop_ends_a_forked_race_within_a_round(pair, forked):
     """Closing the stream (Stop) stops the GPU call at its next round."""
     config = RunConfig(PROMPT, k=2, temperature=1.0, max_new_tokens=1024)
-    request = requests.Race(config, tuple(pair.tokenizer(PROMPT)["input_ids"]))
+    request = jobs.Race(config, tuple(pair.tokenizer(PROMPT)["input_ids"]))
     runs = work.tasks(pair).race(request)
     kind, run, _ = next(runs)
     started = time.perf_counter()
@@ -417,23 +417,21 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
     zero = install[install.index("**The pair on ZeroGPU") : install.index("**Versions ZeroGPU")]
     zero = re.sub(r"\s+", " ", zero)
     ids = tuple(range(40))
-    sweep = requests.Sweep(
-        parse_run(PROMPT), SWEEP_DEFAULTS["ks"], SWEEP_DEFAULTS["temperatures"], ids
-    )
+    sweep = jobs.Sweep(parse_run(PROMPT), SWEEP_DEFAULTS["ks"], SWEEP_DEFAULTS["temperatures"], ids)
     calls, seconds = gpu.sweep_calls(sweep.cells())
-    exactness = requests.Exactness(
+    exactness = jobs.ExactnessCheck(
         parse_run(PROMPT, k=EXACT_DEFAULTS["k"], temperature=1.0), ids, EXACT_DEFAULTS["n"], None
     )
-    long = requests.Race(parse_run(PROMPT, k="auto", max_new_tokens=1024), ids)
+    long = jobs.Race(parse_run(PROMPT, k="auto", max_new_tokens=1024), ids)
     deep = gpu.Budget.of_archs(dispatch.ARCHS["14B"], dispatch.ARCHS["0.5B"])
-    run = requests.Race(parse_run(PROMPT, k="auto"), ids)
-    run_14b = requests.Race(parse_run(PROMPT, k="auto"), ids, budget=deep)
+    run = jobs.Race(parse_run(PROMPT, k="auto"), ids)
+    run_14b = jobs.Race(parse_run(PROMPT, k="auto"), ids, budget=deep)
     phrases = [
         f"at most {gpu.max_seconds()} s",
         long.fits().split(":")[0],
         f"{run.seconds} s to generate",
         f"{exactness.seconds} s for the exactness check",
-        f"{requests.Step(parse_run(PROMPT, k=4, temperature=1.0), 40).seconds} s for a step",
+        f"{jobs.StepThrough(parse_run(PROMPT, k=4, temperature=1.0), 40).seconds} s for a step",
         f"is {calls} calls asking for {seconds} s in all",
         f'"Free account: {gpu.SIGNED_IN_QUOTA_SECONDS // 60} minutes"',
         f'"PRO account: {gpu.PRO_QUOTA_SECONDS // 60} minutes',
@@ -465,7 +463,7 @@ def test_the_workshop_room_arithmetic_is_the_budgets(zero_gpu):
     workshop = ROOT.joinpath("docs/WORKSHOP.md").read_text()
     room = workshop[workshop.index("**A room of 30 on ZeroGPU.**") : workshop.index("What to do")]
     room = re.sub(r"\s+", " ", room)
-    run = requests.Race(parse_run(PROMPT, k="auto"), tuple(range(40))).seconds
+    run = jobs.Race(parse_run(PROMPT, k="auto"), tuple(range(40))).seconds
     needed = -(-run * 3 // 2)
     assert gpu.runs_within(needed - 1, run) == 0 and gpu.runs_within(needed, run) == 1
     free, pro = (gpu.runs_within(q, run) for q in (300, gpu.PRO_QUOTA_SECONDS))

@@ -132,7 +132,7 @@ def parse_sweep(
 
 
 @dataclass(frozen=True)
-class Exactness:
+class ExactnessCheck:
     """The exactness check: n draws of the first two tokens under `rule`, and the greedy check.
     `max_first_tokens` bounds the distinct first tokens it pays for (None: no bound)."""
 
@@ -164,16 +164,16 @@ def parse_exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
     rule=EXACT_DEFAULTS["rule"],
-) -> Exactness:  # fmt: skip
+) -> ExactnessCheck:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
     bound = gpu.MAX_FIRST_TOKENS if gpu.limited() else None
     ids = tuple(encode(pair, config))
-    return Exactness(config, ids, n, rule, bound, gpu.budget_of(pair))
+    return ExactnessCheck(config, ids, n, rule, bound, gpu.budget_of(pair))
 
 
 @dataclass(frozen=True)
-class Step:
+class StepThrough:
     """One step-through round after a context of `context_tokens` tokens."""
 
     config: RunConfig
@@ -191,7 +191,7 @@ class Step:
 def parse_step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-) -> Step:  # fmt: skip
+) -> StepThrough:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
     if not isinstance(config.k, int):
         lo, hi = LIMITS["k"]
@@ -201,4 +201,4 @@ def parse_step(
         )
     same = state is not None and (state.prompt, state.system) == (config.prompt, config.system)
     context = len(state.context) if same else len(encode(pair, config))
-    return Step(config, context, gpu.budget_of(pair))
+    return StepThrough(config, context, gpu.budget_of(pair))
