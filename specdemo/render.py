@@ -12,16 +12,19 @@ from specdemo.rounds import Round
 from specdemo.text import Detokenizer
 
 # Okabe & Ito's palette, told apart under the common colour-vision deficiencies.
+# Okabe and Ito's colour-blind-safe colours, chosen so that each pair stays apart painted at half
+# opacity (as the page paints them) for normal, red-weak, green-weak and blue-weak vision alike
+# (tests/test_render.py); each kind also has a cue without colour (ANSI, style.CSS).
 COLORS = {
     "accepted": "#009e73",  # bluish green
-    "resampled": "#e69f00",  # orange
-    "bonus": "#0072b2",  # blue
-    "rejected": "#d55e00",  # vermillion
-    "target": "#999999",  # grey
+    "resampled": "#d55e00",  # vermillion
+    "bonus": "#e69f00",  # orange
+    "rejected": "#000000",  # black: grey at half opacity, struck through
+    "target": "#cccccc",  # light grey
 }
 # The cue without colour, as in the app (ui.CSS): accepted plain, resampled underlined, bonus
 # boxed (SGR 7, reverse video), rejected struck through (SGR 9).
-ANSI = {"accepted": "32", "resampled": "4;33", "bonus": "7;34", "rejected": "9;31", "target": "0"}
+ANSI = {"accepted": "32", "resampled": "4;31", "bonus": "7;33", "rejected": "9;37", "target": "0"}
 
 
 def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> list[tuple[str, str]]:

@@ -14,6 +14,13 @@ from specdemo.render import COLORS
 from specdemo.rounds import Round
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
+# Each group of runs also has its own marker, so groups stay apart without their colours.
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "pentagon"]
+
+
+def group_look(i: int) -> tuple[str, str]:
+    """The colour and marker symbol of the i-th group of runs in a chart."""
+    return PALETTE[i % len(PALETTE)], SYMBOLS[i % len(SYMBOLS)]
 
 
 # The legend lies flat at the figure's foot, under the x-axis title. Placed against the container
@@ -82,7 +89,13 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
         secondary_y=False,
     )
     fig.add_trace(
-        go.Bar(x=rounds, y=accepted, name="drafts accepted", marker_color=COLORS["accepted"]),
+        go.Bar(
+            x=rounds,
+            y=accepted,
+            name="drafts accepted",
+            marker_color=COLORS["accepted"],
+            marker_pattern_shape="/",
+        ),  # fmt: skip
         secondary_y=False,
     )
     fig.add_trace(
@@ -178,17 +191,18 @@ def exactness_chart(
     a mistaken rule shows the bins it pushes and pulls."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38],
                         vertical_spacing=0.06)  # fmt: skip
-    for name, values, color in (
-        ("exact p", p, "#374151"),
-        (f"speculative ({n:,} draws)", spec, COLORS["accepted"]),
-        (f"direct from p ({n:,} draws)", direct, COLORS["bonus"]),
+    for name, values, color, shape in (
+        ("exact p", p, "#374151", ""),
+        (f"speculative ({n:,} draws)", spec, COLORS["accepted"], "/"),
+        (f"direct from p ({n:,} draws)", direct, COLORS["bonus"], "."),
     ):
-        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color), row=1, col=1)
-    for name, values, color in (("speculative", spec, COLORS["accepted"]),
-                                ("direct", direct, COLORS["bonus"])):  # fmt: skip
+        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
+                             marker_pattern_shape=shape), row=1, col=1)  # fmt: skip
+    for name, values, color, shape in (("speculative", spec, COLORS["accepted"], "/"),
+                                       ("direct", direct, COLORS["bonus"], ".")):  # fmt: skip
         fig.add_trace(
             go.Bar(x=labels, y=residuals(p, values, n), name=f"{name}: (O − E)/√E",
-                   marker_color=color, showlegend=False),
+                   marker_color=color, marker_pattern_shape=shape, showlegend=False),
             row=2, col=1,
         )  # fmt: skip
     for y in (-RESIDUAL_BAND, RESIDUAL_BAND):
@@ -208,12 +222,13 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
     drafts = [f"{i + 1}: {text}" for i, text in enumerate(labels(r.draft))]
     checked = min(r.n_accepted + 1, r.k)
     fig = go.Figure()
-    for name, values, color in (
-        ("q(x) draft", r.q_x, "#9ca3af"),
-        ("p(x) target", r.p_x, "#374151"),
-        ("min(1, p/q)", r.accept_prob, COLORS["accepted"]),
+    for name, values, color, shape in (
+        ("q(x) draft", r.q_x, "#9ca3af", "."),
+        ("p(x) target", r.p_x, "#374151", ""),
+        ("min(1, p/q)", r.accept_prob, COLORS["accepted"], "/"),
     ):
-        fig.add_trace(go.Bar(x=drafts, y=values, name=name, marker_color=color))
+        fig.add_trace(go.Bar(x=drafts, y=values, name=name, marker_color=color,
+                             marker_pattern_shape=shape))  # fmt: skip
     fig.add_trace(
         go.Scatter(
             x=drafts[:checked],

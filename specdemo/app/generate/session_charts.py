@@ -13,7 +13,7 @@ from statistics import mean
 
 import plotly.graph_objects as go
 
-from specdemo.app.charts import FOOT, PALETTE, layout, placeholder
+from specdemo.app.charts import FOOT, group_look, layout, placeholder
 from specdemo.app.generate import costs
 from specdemo.app.generate.run_record import TIME_PARTS, RunRecord
 from specdemo.render import COLORS
@@ -41,7 +41,7 @@ def kept_chart(runs: list[RunRecord]) -> go.Figure:
         return placeholder("Each run adds a point here; the Sweep button fills a grid")
     fig = go.Figure()
     for i, (key, group) in enumerate(costs.groups(runs)):
-        _add_runs(fig, costs.group_name(key), group, "kept_rate", PALETTE[i % len(PALETTE)])
+        _add_runs(fig, costs.group_name(key), group, "kept_rate", *group_look(i))
     fig.update_yaxes(range=[0, 1.05])
     return _against_k(fig, "Drafts kept / drafted (measured)")
 
@@ -56,8 +56,8 @@ def speedup_chart(runs: list[RunRecord]) -> go.Figure:
         return placeholder("Each run's speedup adds a point here, beside two formulas' curves")
     fig = go.Figure()
     for i, (key, group) in enumerate(costs.groups(runs)):
-        color = PALETTE[i % len(PALETTE)]
-        _add_runs(fig, costs.group_name(key), group, "speedup", color)
+        color, symbol = group_look(i)
+        _add_runs(fig, costs.group_name(key), group, "speedup", color, symbol)
         curve = costs.group_curves(key, group)
         if curve is not None:
             _add_curves(fig, curve, color)
@@ -72,14 +72,16 @@ def _against_k(fig: go.Figure, title: str) -> go.Figure:
     return _keyed(layout(fig, title, height=480, legend=FOOT))
 
 
-def _add_runs(fig: go.Figure, name: str, group: list[RunRecord], field: str, color: str) -> None:
-    """A group's runs: `field` averaged at each fixed K (a line named after the group), and each
-    auto-K run as a star at the mean K it chose."""
+def _add_runs(
+    fig: go.Figure, name: str, group: list[RunRecord], field: str, color: str, symbol: str
+) -> None:
+    """A group's runs: `field` averaged at each fixed K (a line named after the group, its
+    markers the group's `symbol`), and each auto-K run as a star at the mean K it chose."""
     by_k = defaultdict(list)
     for r in group:
         by_k[r.k].append(r)
     ks = sorted(k for k in by_k if k != "auto")
-    marker = {"size": 11, "color": color}
+    marker = {"size": 11, "color": color, "symbol": symbol}
     fig.add_trace(
         go.Scatter(
             x=ks or [None],  # a group of auto-K runs alone still names its colour in the legend
@@ -170,6 +172,7 @@ def _keyed(fig: go.Figure) -> go.Figure:
 
 
 TIME_COLORS = dict(zip(TIME_PARTS, ("#9ca3af", "#374151", COLORS["bonus"], "#d6d3d1"), strict=True))
+TIME_SHAPES = dict(zip(TIME_PARTS, ("", "/", ".", "x"), strict=True))  # apart without colour
 BREAKDOWN_RUNS = 12  # the newest runs get a bar each
 
 
@@ -190,6 +193,7 @@ def time_chart(runs: list[RunRecord]) -> go.Figure:
                 orientation="h",
                 name=part,
                 marker_color=color,
+                marker_pattern_shape=TIME_SHAPES[part],
                 hovertemplate=f"{part}: %{{x:.1f}} ms per token, %{{customdata:.0%}} of the run"
                 "<extra></extra>",
             )
@@ -216,7 +220,7 @@ def positions_chart(runs: list[RunRecord]) -> go.Figure:
     i.i.d. formula assumes for every position; as tall as ``time_chart``, which it sits beside."""
     fig = go.Figure()
     for j, (key, group) in enumerate(costs.groups(runs)):
-        _add_positions(fig, costs.group_name(key), group, PALETTE[j % len(PALETTE)])
+        _add_positions(fig, costs.group_name(key), group, *group_look(j))
     if not fig.data:
         return placeholder(
             "How often each draft position is kept appears here once drafts are judged"
@@ -237,7 +241,9 @@ def _height(shown: list) -> int:
     return max(400, 200 + 34 * len(shown))
 
 
-def _add_positions(fig: go.Figure, name: str, group: list[RunRecord], color: str) -> None:
+def _add_positions(
+    fig: go.Figure, name: str, group: list[RunRecord], color: str, symbol: str
+) -> None:
     """A group's acceptance rate at each draft position (a line named after the group), and the
     pooled rate (the α per draft of the formulas) as a flat line: where they part, acceptance is
     not i.i.d."""
@@ -253,7 +259,7 @@ def _add_positions(fig: go.Figure, name: str, group: list[RunRecord], color: str
             name=name,
             mode="lines+markers",
             line={"color": color, "width": 3},
-            marker={"size": 11, "color": color},
+            marker={"size": 11, "color": color, "symbol": symbol},
             hovertemplate=f"{name}, position %{{x}}: %{{y:.0%}} of %{{customdata}} judged kept"
             "<extra></extra>",
         )

@@ -61,11 +61,13 @@ def p_and_q_chart(m: Microscope) -> go.Figure:
         return layout(fig, f"{title}: p at position {m.position + 1}", HEIGHT)
     fig = go.Figure()
     excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
-    for name, values, base, color in (
-        (f"min(p, q): kept-chance, Σ = {prob(m.kept)}", m.overlap, None, COLORS["accepted"]),
-        (f"max(0, p − q): residual, Σ = {prob(m.left)}", excess, m.overlap, COLORS["resampled"]),
-    ):
-        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color))
+    for name, values, base, color, shape in (
+        (f"min(p, q): kept-chance, Σ = {prob(m.kept)}", m.overlap, None, COLORS["accepted"], ""),
+        (f"max(0, p − q): residual, Σ = {prob(m.left)}", excess, m.overlap, COLORS["resampled"],
+         "/"),
+    ):  # fmt: skip
+        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color,
+                             marker_pattern_shape=shape))  # fmt: skip
     fig.add_trace(
         go.Bar(
             x=m.labels,

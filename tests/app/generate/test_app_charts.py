@@ -277,3 +277,18 @@ def test_on_cuda_the_speedup_chart_draws_the_captured_draft_step_as_a_third_curv
     assert list(captured.y) == pytest.approx(list(curve.captured.values()))
     assert session_charts.CAPTURED in names(fig)  # its grey legend entry
     assert not any(session_charts.CAPTURED in n for n in names(session_charts.speedup_chart([RUN])))
+
+
+def test_every_series_differs_by_more_than_its_colour():
+    """Groups of runs differ by marker symbol as well as colour; bars of one chart by pattern."""
+    from specdemo.app import charts
+
+    looks = [charts.group_look(i) for i in range(len(charts.PALETTE))]
+    assert len({color for color, _ in looks}) == len({symbol for _, symbol in looks}) == len(looks)
+    fig = charts.exactness_chart(["a", "(other)"], [0.5, 0.5], [0.4, 0.6], [0.5, 0.5], 100)
+    shapes = [t.marker.pattern.shape or "" for t in fig.data if t.showlegend is not False]
+    assert len(set(shapes)) == len(shapes) == 3
+    other = replace(RUN, temperature=0.0)  # another group
+    fig = session_charts.speedup_chart([RUN, other])
+    symbols = {t.marker.symbol for t in fig.data if t.mode == "lines+markers"}
+    assert len(symbols) == 2
