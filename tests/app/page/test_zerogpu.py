@@ -514,5 +514,5 @@ def test_a_forked_race_call_spends_its_seconds_on_the_models(pair, forked, monke
     runs = {kind: run for kind, run, _ in work.tasks(pair).race(request)}
     wall = time.perf_counter() - start
     model = sum(run.seconds for run in runs.values())
-    assert len(runs["spec"].tokens) == len(runs["target"].tokens) == request.config.max_new_tokens
+    assert runs["spec"].tokens and runs["target"].tokens  # sampled: either may end early
     assert (model / wall >= SHARE) == carried, f"{model:.2f} s of {wall:.2f} s"
