@@ -60,8 +60,13 @@ NF4_BYTES_PER_PARAM = 0.5 + 4 / 64  # 4-bit codes + an fp32 absmax per 64-weight
 #   (bitsandbytes' default blocksize; bnb_config asks for no double quantisation)
 HALF_BYTES = 2  # bf16: norms, biases, the KV cache and the output head, which transformers
 #   leaves unquantised (quantizers/base.py, get_keys_to_not_convert) and which is read whole
-CONSTANTS = ("HBM_BYTES_PER_S", "RTX_PRO_HALF_BYTES_PER_S", "KERNEL_FLOOR_S", "GRAPH_REPLAY_S")
-CONSTANTS += ("NF4_BYTES_PER_PARAM",)
+CONSTANTS = (
+    "HBM_BYTES_PER_S",
+    "RTX_PRO_HALF_BYTES_PER_S",
+    "KERNEL_FLOOR_S",
+    "GRAPH_REPLAY_S",
+    "NF4_BYTES_PER_PARAM",
+)
 
 
 @dataclass(frozen=True)

@@ -100,14 +100,18 @@ class ModelDrafter:
         self._fed = self._fed[:keep]
         return context[keep:]
 
+    def _learn(self, context: list[int]) -> None:
+        """Give the head's spare rows the ids of the text not read yet, before drafting."""
+        if self.head is not None and self.head.spare:
+            self.head.learn(context[self._read :])
+            self._read = len(context)
+
     @torch.inference_mode()
     def prefill(self, context: list[int], room: int = 16) -> None:
         """Feed the context but its last token into the cache now, leaving `room` tokens free,
         so that the next proposal after `context` runs only its own steps: a caller that times
         a round apart from the context before it (the step-through) calls this first."""
-        if self.head is not None and self.head.spare:
-            self.head.learn(context[self._read :])
-            self._read = len(context)
+        self._learn(context)
         feed = list(self._sync(context, room)[:-1])
         if feed:
             self.step.run(feed)
@@ -116,9 +120,7 @@ class ModelDrafter:
 
     @torch.inference_mode()
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
-        if self.head is not None and self.head.spare:  # the text's own ids, before drafting
-            self.head.learn(context[self._read :])
-            self._read = len(context)
+        self._learn(context)
         feed: list[int] | torch.Tensor = self._sync(context, k)
         tokens, qs = [], []
         head = self.head  # its rows are token ids head.ids, when it has fewer than the vocabulary

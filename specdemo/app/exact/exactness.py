@@ -83,12 +83,12 @@ def measure(
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
     vocab = max(p.shape[-1], q.shape[-1])
     p, q = pad_vocab(p, vocab).double().cpu(), pad_vocab(q, vocab).double().cpu()
-    p = p / p.sum()
+    p, q = p / p.sum(), q / q.sum()
     counts_s = torch.bincount(speculative, minlength=vocab).double()
     counts_d = torch.bincount(direct, minlength=vocab).double()
     order = torch.argsort(p, descending=True)[:top]
     order = order[p[order] > 0]
-    ruled = rule_distribution(p, q / q.sum(), rule)
+    ruled = rule_distribution(p, q, rule)
 
     def bars(dist: torch.Tensor) -> list[float]:
         shown = dist[order].tolist()
@@ -105,7 +105,7 @@ def measure(
         tv_direct=0.5 * (counts_d / n - p).abs().sum().item(),
         p_value_speculative=chi2_pvalue(counts_s, p),
         p_value_direct=chi2_pvalue(counts_d, p),
-        first_accept=torch.minimum(p, q / q.sum()).sum().item(),
+        first_accept=torch.minimum(p, q).sum().item(),
         rule=rule.name,
         detectable_tv=detectable_tv(p, n),
         tv_rule=0.5 * (ruled - p).abs().sum().item(),
@@ -164,7 +164,7 @@ def detectable_tv(p: torch.Tensor, n: int) -> float:
     POWER whatever its shape: a departure d of total variation δ has λ = n Σ d²/p ≥ 4nδ² (by
     Cauchy-Schwarz, equality when d moves mass proportionally between two halves of p), and
     the check's power grows with λ. Over 1 when even the largest departure is not caught."""
-    _, df = _noncentrality(p, p, n)
+    df = len(chi2_bins(p, n)[1]) - 1
     if df < 1:
         return float("inf")
     critical = chi2.isf(SUSPICIOUS, df)
