@@ -1,6 +1,6 @@
 """Rounds to labelled text spans: what happened to each token, for the terminal and the app.
 
-A span is a ``(text, label)`` pair, the shape Gradio's HighlightedText takes. Labels:
+A span is a ``(text, label)`` pair, what the app's token panes draw (app.page.token_pane). Labels:
 "accepted" (a draft token the target kept), "resampled" (the target's replacement for the first
 rejected draft), "bonus" (the extra token after a fully accepted block), "rejected" (the draft
 token that lost, shown struck through), and "target" for a token the target chose with no draft
@@ -11,7 +11,6 @@ colour from a colour-blind-safe palette and a second cue that needs no colour at
 from specdemo.rounds import Round
 from specdemo.text import Detokenizer
 
-# Okabe & Ito's palette, told apart under the common colour-vision deficiencies.
 # Okabe and Ito's colour-blind-safe colours, chosen so that each pair stays apart painted at half
 # opacity (as the page paints them) for normal, red-weak, green-weak and blue-weak vision alike
 # (tests/test_render.py); each kind also has a cue without colour (ANSI, style.CSS).
@@ -22,7 +21,7 @@ COLORS = {
     "rejected": "#000000",  # black: grey at half opacity, struck through
     "target": "#cccccc",  # light grey
 }
-# The cue without colour, as in the app (ui.CSS): accepted plain, resampled underlined, bonus
+# The cue without colour, as in the app (style.CSS): accepted plain, resampled underlined, bonus
 # boxed (SGR 7, reverse video), rejected struck through (SGR 9).
 ANSI = {"accepted": "32", "resampled": "4;31", "bonus": "7;33", "rejected": "9;37", "target": "0"}
 

@@ -1,11 +1,13 @@
 """Speculative sampling reproduces target-only sampling exactly: a χ² test on enumerated toys.
 
 Toy LMs over 4-6 tokens make the exact probability of every continuation computable: each case
-draws 20,000 speculative continuations through the real engine, long enough that the first round
-runs its full K, and they must fit (p > 0.001). Deliberately wrong rules must not (the test's
-power): the classic mistakes of ``sampling.RULES`` (accepting every draft, resampling from p
-instead of the residual, drafting greedily with the softmax as q) and a KV cache rollback that
-keeps one rejected draft.
+draws 8,000 speculative continuations through the real engine, long enough that the first round
+runs its full K, and they must fit (p > 0.001). The test's power: at that N each case catches
+any departure of total variation 0.06 or more with probability 0.95 whatever its shape
+(``exactness.detectable_tv``, test_each_case_sees_a_small_departure), and deliberately wrong
+rules fail it: the classic mistakes of ``sampling.RULES`` (accepting every draft, resampling
+from p instead of the residual, drafting greedily with the softmax as q) and a KV cache rollback
+that keeps one rejected draft, each at p < 1e-10 at this N.
 """
 
 import collections
@@ -24,7 +26,8 @@ from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
 from specdemo.theory import StepCosts
 
-N_DRAWS = 20_000
+N_DRAWS = 8_000
+DETECTABLE_TV = 0.06  # the largest total variation a case may miss 5% of the time at N_DRAWS
 
 
 @pytest.fixture(autouse=True)
@@ -284,6 +287,14 @@ def run_case(name: str, rule: AcceptanceRule = EXACT) -> float:
     return chi2_pvalue(counts, exact_distribution(target, prompt, config, length))
 
 
+def test_each_case_sees_a_small_departure():
+    """The power behind every pass below: a wrong engine whose continuations differ from the
+    target's by DETECTABLE_TV in total variation fails a case 95% of the time or more."""
+    for name, (target, _, prompt, _, config, length) in CASES.items():
+        exact = torch.tensor(list(exact_distribution(target, prompt, config, length).values()))
+        assert exactness.detectable_tv(exact.double(), N_DRAWS) <= DETECTABLE_TV, name
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_speculative_samples_match_target_distribution(name):
     assert run_case(name) > 1e-3
@@ -378,7 +389,7 @@ def keep_one_rejected(cache, n):
 )
 def test_wrong_rules_fail_the_test(rule, case):
     """The test has power: each classic mistake of ``sampling.RULES``, run through the engine
-    with the same draw count, is caught."""
+    with the same draw count, is caught (at p < 1e-10 here; the bar is the cases' 1e-3)."""
     assert run_case(case, RULES[rule]) < 1e-3
 
 

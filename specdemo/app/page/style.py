@@ -1,14 +1,13 @@
-"""How the app looks: the theme, the CSS (token labels' second cues, phone layout, large text)
-and the tabs' introductions. Plain constants; ``ui`` applies them.
+"""How the app looks: the theme, the CSS (token kinds' colours and second cues, phone layout,
+large text) and the tabs' introductions. Plain constants; ``ui`` applies them.
 """
 
 import gradio as gr
 
 from specdemo.render import COLORS
 
-SPEC_COLORS = {
-    label: COLORS[label] for label in ("accepted", "resampled", "bonus", "rejected", "target")
-}
+# The speculative panes' token kinds, in their legend's order.
+SPEC_KINDS = ("accepted", "resampled", "bonus", "rejected", "target")
 
 THEME = gr.themes.Soft(text_size=gr.themes.sizes.text_lg)
 LARGE_TEXT = 1.25  # the "Large text" switch scales each of THEME's text sizes by this
@@ -20,33 +19,44 @@ LARGE_SIZES = " ".join(
 LARGE_TEXT_JS = "(large) => { document.documentElement.classList.toggle('large-text', large); }"
 
 
-def _by_label(css: str) -> str:
-    """`css` with each "@label" made that label's colour and each "$label" a selector for what is
-    painted in it: HighlightedText has no per-label class, but paints each token and legend entry
-    with its label's colour as "rgba(r, g, b, 0.5)"."""
-    for label, color in COLORS.items():
-        rgb = ", ".join(str(int(color[i : i + 2], 16)) for i in (1, 3, 5))
-        css = css.replace(f"${label}", f'[style*="rgba({rgb},"]').replace(f"@{label}", color)
-    return css
+def _paint(kind: str) -> str:
+    """A token kind's background: its colour at half opacity (tests/test_render.py measures the
+    kinds apart painted so)."""
+    rgb = ", ".join(str(int(COLORS[kind][i : i + 2], 16)) for i in (1, 3, 5))
+    return f".token-pane .tok.{kind} {{ background: rgba({rgb}, 0.5); }}\n"
 
 
-CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_label("""
-.token-pane .textfield { font-size: calc(1.2 * var(--text-md)); line-height: 2.1; }
-.token-pane .token { margin: 0 1px; }
-.token-pane .text { white-space: pre-wrap; }
-/* Each label's cue without colour, in the text and its legend alike (render.ANSI has the
-   terminal's): accepted plain, resampled wavy-underlined, bonus boxed, rejected struck through. */
-.token-pane .token$resampled .text, .token-pane .legend-item$resampled {
+LARGE_CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}\n"
+BONUS_BOX = (
+    f".token-pane .tok.bonus {{ outline: 2px solid {COLORS['bonus']}; outline-offset: -2px; }}\n"
+)
+CSS = (
+    LARGE_CSS
+    + "".join(map(_paint, SPEC_KINDS))
+    + BONUS_BOX
+    + """
+/* token_pane: each token a .tok with its kind as a class, in the text and its legend. */
+.token-pane .tok-text {
+  font-size: calc(1.2 * var(--text-md)); line-height: 2.1; white-space: pre-wrap;
+}
+.token-pane .tok { color: black; border-radius: var(--radius-sm); margin: 0 1px; padding: 0 1px; }
+.token-pane .tok-legend { margin-bottom: var(--size-2); }
+.token-pane .tok-legend .tok { padding: 0 var(--size-1); white-space: nowrap; }
+/* Each kind's cue without colour (render.ANSI has the terminal's): accepted plain, resampled
+   wavy-underlined, bonus boxed (BONUS_BOX), rejected struck through. */
+.token-pane .tok.resampled {
   text-decoration: underline wavy; text-decoration-thickness: 2px; text-underline-offset: 0.25em;
 }
-.token-pane .token$bonus, .token-pane .legend-item$bonus { border: 2px solid @bonus; }
-.token-pane .token$rejected .text, .token-pane .legend-item$rejected {
-  text-decoration: line-through; text-decoration-thickness: 2px;
-}
-.token-pane .token$rejected .text { opacity: 0.75; }
+.token-pane .tok.rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
+.token-pane .tok-text .tok.rejected { opacity: 0.75; }
 /* Beside drafted tokens, a token the target chose alone (automatic K chose K = 0) is dotted. */
-:is(#spec-pane, #step-pane) :is(.token$target .text, .legend-item$target) {
+:is(#spec-pane, #step-pane) .tok.target {
   text-decoration: underline dotted; text-decoration-thickness: 2px;
+}
+/* Read by screen readers, not shown, not copied with the answer. */
+.sr-only {
+  position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);
+  white-space: nowrap; user-select: none;
 }
 .phase { font-size: calc(1.05 * var(--text-md)); }
 /* The "Large text" switch, small and to the right. */
@@ -61,7 +71,8 @@ CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}" + _by_labe
 #comparison table { width: 100%; }
 #comparison th, #comparison td { overflow-wrap: normal; word-break: normal; }
 #comparison td[align="right"] { white-space: nowrap; }
-""")
+"""
+)
 
 INTRO = (
     "# Speculative decoding, made visible\n"

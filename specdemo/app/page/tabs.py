@@ -8,7 +8,8 @@ from specdemo.app import charts
 from specdemo.app.generate import comparison, costs, session_charts
 from specdemo.app.page import handlers
 from specdemo.app.page.session import RESULT_COLUMNS
-from specdemo.app.page.style import EXACT_INTRO, SPEC_COLORS, STEP_INTRO
+from specdemo.app.page.style import EXACT_INTRO, SPEC_KINDS, STEP_INTRO
+from specdemo.app.page.token_pane import token_pane
 from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
@@ -21,7 +22,6 @@ from specdemo.app.step import microscope
 from specdemo.app.step.stepping import STEP_COLUMNS
 from specdemo.defaults import default_drafter
 from specdemo.models.pairs import resolve_device
-from specdemo.render import COLORS
 from specdemo.sampling import RULES
 
 
@@ -51,17 +51,6 @@ PANEL_WIDTH = 320  # px: two plots in a row sit side by side down to twice this,
 def plot(figure, label: str, elem_id: str | None = None) -> gr.Plot:
     """A chart without a label of its own (its figure has a title), one panel of a row."""
     return gr.Plot(figure, label=label, show_label=False, min_width=PANEL_WIDTH, elem_id=elem_id)
-
-
-def token_pane(label: str, color_map: dict, elem_id: str) -> gr.HighlightedText:
-    return gr.HighlightedText(
-        label=label,
-        color_map=color_map,
-        combine_adjacent=False,
-        show_legend=True,
-        elem_id=elem_id,
-        elem_classes="token-pane",
-    )
 
 
 # ---------------------------------------------------------------- tabs
@@ -125,8 +114,8 @@ def generate_tab(
         )
     w["gpu_note"] = gr.Markdown(gpu_note, visible=bool(gpu_note), elem_id="gpu-note")
     with gr.Row(equal_height=True):
-        w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_COLORS, "spec-pane")
-        w["target_pane"] = token_pane("Target alone", {"target": COLORS["target"]}, "target-pane")
+        w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_KINDS, "spec-pane")
+        w["target_pane"] = token_pane("Target alone", ["target"], "target-pane")
     with gr.Row():
         w["comparison"] = gr.Markdown(
             comparison.comparison_markdown(None, None), label="The race", elem_id="comparison"
@@ -230,7 +219,7 @@ def step_tab(first: str) -> dict:
     with gr.Row():
         w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
         w["reset"] = gr.Button("Reset", elem_id="reset-step")
-    w["text"] = token_pane("The answer so far", SPEC_COLORS, "step-pane")
+    w["text"] = token_pane("The answer so far", SPEC_KINDS, "step-pane")
     with gr.Row(equal_height=True):
         for phase in ("draft", "verify", "accept"):
             w[phase] = gr.Markdown(label=phase.capitalize(), elem_classes="phase")

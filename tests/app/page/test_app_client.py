@@ -93,8 +93,9 @@ def as_field(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def labels(spans: list[dict]) -> set[str]:
-    return {span["class_or_confidence"] for span in spans}
+def labels(spans: list[list[str]]) -> set[str]:
+    """A token pane's kinds: the API gives its spans as [text, kind] pairs."""
+    return {kind for _, kind in spans}
 
 
 def test_generate_streams_both_panes_and_records_the_run(client):

@@ -17,8 +17,6 @@ import torch
 from conftest import ROOT
 from test_app_client import serve_app
 
-from specdemo.render import COLORS
-
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
@@ -51,11 +49,6 @@ NOTE_DONE = (
     ".some(s => document.querySelector('#cost-note').innerText.includes(s))"
 )
 PHONE = {"width": 390, "height": 844}
-
-
-def rgb(label: str) -> str:
-    """The "r, g, b" the frontend paints a label with (as rgba at half opacity)."""
-    return ", ".join(str(int(COLORS[label][i : i + 2], 16)) for i in (1, 3, 5))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +108,7 @@ def phone(browser):
 
 
 def tokens(page, pane: str, label: str | None = None) -> int:
-    selector = f"#{pane} .token" + (f'[style*="{rgb(label)}"]' if label else "")
+    selector = f"#{pane} .tok-text .tok" + (f".{label}" if label else "")
     return page.locator(selector).count()
 
 
@@ -137,7 +130,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     page.wait_for_selector("#kept-plot .js-plotly-plot .scatterlayer .point")
     assert page.locator("#rounds-plot .js-plotly-plot").count() == 1
 
-    rejected = page.locator(f'#spec-pane .token[style*="{rgb("rejected")}"] .text')
+    rejected = page.locator("#spec-pane .tok-text .tok.rejected")
     if PAIR == "tiny":
         assert rejected.count() > 0
     for decoration in rejected.evaluate_all(
@@ -145,11 +138,9 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     ):
         assert "line-through" in decoration
     page.get_by_label("Show rejected drafts").uncheck()
-    page.wait_for_function(
-        f"!document.querySelector('#spec-pane .token[style*=\"{rgb('rejected')}\"]')"
-    )
+    page.wait_for_function("!document.querySelector('#spec-pane .tok-text .tok.rejected')")
     page.get_by_label("Show rejected drafts").check()
-    page.wait_for_selector(f'#spec-pane .token[style*="{rgb("rejected")}"]')
+    page.wait_for_selector("#spec-pane .tok-text .tok.rejected")
 
     page.click("#sweep")  # fills the K x temperature chart for the screenshot
     page.wait_for_function(
@@ -172,7 +163,7 @@ def test_stop_cancels_a_run_mid_way(page):
     set_slider(page, "temperature", 0)
     page.click("#generate")
     page.wait_for_function(
-        "document.querySelectorAll('#spec-pane .token').length > 0"
+        "document.querySelectorAll('#spec-pane .tok-text .tok').length > 0"
         " && document.querySelector('#comparison').innerText.includes('…')"
     )
     page.click("#stop")
