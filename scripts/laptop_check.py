@@ -23,6 +23,7 @@ from specdemo.app.generate import race
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session  # noqa: E402
 from specdemo.app.settings import load_examples  # noqa: E402
+from specdemo.machine import machine  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 from specdemo.profile import costs_for  # noqa: E402
 
@@ -67,6 +68,7 @@ def main() -> int:
     profile = costs_for(pair.target, None)
     result = {
         "cpu": torch.backends.cpu.get_cpu_capability(),
+        "machine": machine("cpu"),
         "threads": torch.get_num_threads(),
         "precision": s.precision,
         "kernel note": s.kernel_note,

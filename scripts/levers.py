@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specdemo.bench import PROMPTS_FILE  # noqa: E402
 from specdemo.lm import Stopwatch, cut_head  # noqa: E402
+from specdemo.machine import machine  # noqa: E402
 from specdemo.models import load_pair, warm_up  # noqa: E402
 from specdemo.profile import synthetic_context  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
@@ -117,7 +118,7 @@ def precisions(out: Path, names=("bf16", "4bit"), widths=(1, 5)) -> int:
             print(f"{key:44s} {seconds * 1000:9.2f}", flush=True)
         del pair
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    out.write_text(json.dumps({"machine": machine("cpu"), **results}, indent=1) + "\n")
     return 0
 
 
@@ -186,7 +187,7 @@ def main() -> int:
             )
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps({"machine": machine("cpu"), **results}, indent=1) + "\n")
     return 0
 
 

@@ -22,6 +22,7 @@ from playwright.sync_api import sync_playwright
 from room_check import start_app
 
 from specdemo.app.generate.costs import NOISE
+from specdemo.machine import machine
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 VERIFY = re.compile(r"verifying (\d+) tokens \(K = (\d+)\) costs ([\d.]+) target steps")
@@ -85,7 +86,8 @@ def main(argv=None) -> int:
         finally:
             proc.terminate()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(notes, indent=1, ensure_ascii=False))
+    record = {"machine": machine("cpu"), "runs": notes}
+    out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
     return int(any(n["problems"] for n in notes))
 
 

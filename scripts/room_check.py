@@ -24,6 +24,10 @@ from pathlib import Path
 from gradio_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specdemo.machine import machine  # noqa: E402
+
 PROMPT = "Write a Python function that checks whether a number is prime."
 PEOPLE = 20
 
@@ -71,7 +75,7 @@ def sweep(url: str) -> float:
 
 def main() -> int:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "room.json")
-    results = {}
+    results = {"machine": machine("cpu")}
     with tempfile.TemporaryFile("a+") as log:
         proc, url = start_app(log)
         try:

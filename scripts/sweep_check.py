@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specdemo.app.generate import costs, race
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session  # noqa: E402
+from specdemo.machine import machine  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."
@@ -48,7 +49,8 @@ def main() -> int:
             )
             print(rows[-1], flush=True)
         print(costs.cost_note(group))
-    out.write_text(json.dumps(rows, indent=1) + "\n")
+    record = {"machine": machine(pair.target.device), "cells": rows}
+    out.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

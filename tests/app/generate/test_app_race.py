@@ -236,7 +236,9 @@ def test_the_sweep_check_script_runs_the_apps_sweep_cell_by_cell(tmp_path):
     subprocess.run(
         [sys.executable, "scripts/sweep_check.py", PROMPT, str(out)], cwd=root, env=env, check=True
     )
-    rows = json.loads(out.read_text())
+    record = json.loads(out.read_text())
+    assert record["machine"]["cpu_capability"] and record["machine"]["date"]
+    rows = record["cells"]
     assert [(row["T"], row["k"]) for row in rows] == [
         (t, k) for t in (0.0, 1.0) for k in (1, 2, 4, "auto")
     ]
