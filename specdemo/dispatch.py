@@ -7,8 +7,6 @@ costs for every registered pair, eager and with a CUDA-graph-captured draft step
 speedup ``theory.StepCosts`` predicts from them; ``dispatch_report`` does both.
 """
 
-import os
-import platform
 import re
 from dataclasses import dataclass
 
@@ -17,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from specdemo import draft_vocab
 from specdemo.lm import forward
+from specdemo.machine import machine
 from specdemo.models.pairs import PAIRS, ModelSpec, PairSpec
 from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS, pass_seconds, synthetic_context
 from specdemo.theory import StepCosts
@@ -129,7 +128,7 @@ class PairCost:
 
 @dataclass(frozen=True)
 class DispatchReport:
-    machine: str
+    machine: dict  # machine.machine(): where the depths were measured
     precision: str  # what the tiny-width models ran in
     measured: dict[str, Measured]  # by arch name
     pairs: list[PairCost]
@@ -322,9 +321,8 @@ def dispatch_report(repeats: int = 3) -> DispatchReport:
     depths = sorted({arch.num_hidden_layers for arch in ARCHS.values()})
     by_depth = measure_depths(depths, (1, *(k + 1 for k in PROFILE_KS)), not problem, repeats)
     measured = {name: by_depth[arch.num_hidden_layers] for name, arch in ARCHS.items()}
-    cpu = f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}, {os.cpu_count()} cores"
     return DispatchReport(
-        machine=f"{cpu}, torch {torch.__version__}",
+        machine=machine("cpu"),
         precision="4-bit NF4" if problem is None else f"bf16 (no 4-bit here: {problem})",
         measured=measured,
         pairs=predict(measured),
@@ -380,9 +378,12 @@ def markdown(report: DispatchReport) -> str:
         cells += (f"{p.c['eager']:.2f}", f"{p.c['captured']:.3f}", verify)
         cells += (f"{p.alpha['code']:.2f} / {p.alpha['copy']:.2f} ({p.alpha_source})",)
         cells += tuple(
-            "K={}: {:.2f}x".format(*p.best[how]) for how in ("eager", "captured", "lookup")
+            "K={}: {:.2f}×".format(*p.best[how]) for how in ("eager", "captured", "lookup")
         )
         pairs.append(dict(zip(PAIR_HEAD, cells, strict=True)))
-    title = f"Measured here: {report.machine}, one thread, tiny-width models in {report.precision}"
+    m = report.machine
+    where = f"{m['cpu']} ({m['cpu_capability']}), {m['cores']} cores, torch {m['torch']}"
+    where += f", {m['date']}"
+    title = f"Measured on {where}, one thread, tiny-width models in {report.precision}"
     lines = [title + ".", "", *table(archs, list(ARCH_HEAD)), "", *table(pairs, list(PAIR_HEAD))]
     return "\n".join(lines)

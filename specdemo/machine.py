@@ -4,6 +4,7 @@ docs/bench/.
 """
 
 import datetime
+import os
 import platform
 from pathlib import Path
 
@@ -17,6 +18,7 @@ def machine(device) -> dict:
         "processor": platform.processor(),
         "cpu": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cores": os.cpu_count(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "gpu": gpu_name(device),

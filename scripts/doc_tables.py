@@ -1,0 +1,648 @@
+"""Every measured table in the docs, written from the raw JSON in docs/bench/.
+
+    python scripts/doc_tables.py           # rewrite each table from its JSON
+    python scripts/doc_tables.py --check   # list the tables that differ from their JSON
+
+A table (or a sentence with figures) lives between ``<!-- table: NAME -->`` and ``<!-- /table -->``
+in README.md, docs/*.md or docs/bench/*.md; TABLES says how NAME is drawn from which JSON.
+tests/test_doc_tables.py fails when a doc's table differs from what its JSON gives, or when a
+measured table sits outside the markers.
+"""
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specdemo import bench_report, dispatch  # noqa: E402
+
+BENCH = ROOT / "docs" / "bench"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(BENCH.glob("*.md"))]
+BLOCK = re.compile(r"(<!-- table: ([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
+
+
+def load(name: str):
+    return json.loads((BENCH / name).read_text())
+
+
+def row(*cells) -> str:
+    return "|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    return "\n".join([row(*header), "|" + "---|" * len(header), *(row(*r) for r in rows)])
+
+
+def x(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}×"
+
+
+def temp(t: float) -> str:
+    return f"{t:g}"
+
+
+def span(values, fmt=lambda v: f"{v:.2f}", sep="–") -> str:
+    """min–max of `values`, as `fmt` writes each."""
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}{sep}{hi}"
+
+
+def xs(values) -> str:
+    """A range of ratios: "1.09–1.78×"."""
+    return span(list(values)) + "×"
+
+
+# ------------------------------------------------------------ the main run (main.json, lookup)
+
+
+def best_per_cell(rows: list[dict], *keys: str) -> list[dict]:
+    """The fastest fixed k per combination of `keys`, in the rows' order."""
+    best = {}
+    for r in rows:
+        if r["k"] == "auto":
+            continue
+        key = tuple(r[k] for k in keys)
+        if key not in best or r["speedup"] > best[key]["speedup"]:
+            best[key] = r
+    return list(best.values())
+
+
+def main_best() -> str:
+    rows = [
+        [
+            r["prompt_set"],
+            temp(r["temperature"]),
+            r["k"],
+            f"{r['baseline_tok_s']:.2f}",
+            f"{r['peer_tok_s']:.2f}",
+            f"{r['ours_tok_s']:.2f}",
+            f"**{r['speedup']:.2f}**",
+            f"{r['vs_peer']:.2f}",
+            f"{r['kept_rate']:.2f}",
+            f"{r['alpha']:.2f}",
+            f"{r['tokens_per_pass']:.2f}",
+            f"{r['predicted']:.2f}",
+            f"{r['paper']:.2f}",
+            f"{r['efficiency']:.2f}",
+            f"{r['overhead']:.0%}",
+        ]  # fmt: skip
+        for r in best_per_cell(load("main.json")["rows"], "prompt_set", "temperature")
+    ]
+    header = ["set", "T", "k", "baseline tok/s", "peer tok/s", "ours tok/s", "**speedup**",
+              "**vs peer**", "kept/drafted", "α", "tokens/pass", "predicted", "paper",
+              "efficiency", "overhead"]  # fmt: skip
+    return table(header, rows)
+
+
+def step_rows(costs: dict, draft_label: str) -> list[list]:
+    t = costs["t_step"]
+    rows = [["target, 1 token (t_step)", f"{t * 1000:.1f}", "1.00"]]
+    rows.append([draft_label, f"{costs['t_draft'] * 1000:.1f}", f"c = {costs['t_draft'] / t:.2f}"])
+    for k, seconds in sorted(costs["t_verify"].items(), key=lambda kv: int(kv[0])):
+        label = f"target verify, {int(k) + 1} tokens (k = {k})"
+        rows.append([label, f"{seconds * 1000:.1f}", f"{seconds / t:.2f}"])
+    return rows
+
+
+def main_steps() -> str:
+    draft = "draft step (our drafter, head over the first 32,768 ids, eager)"
+    rows = step_rows(load("main.json")["step_costs"], draft)
+    return table(["", "ms", "relative to one target step"], rows)
+
+
+def lookup() -> str:
+    rows = [
+        [
+            r["k"],
+            f"{r['baseline_tok_s']:.2f}",
+            f"{r['peer_tok_s']:.2f}",
+            f"{r['ours_tok_s']:.2f}",
+            f"**{r['speedup']:.2f}**",
+            f"{r['vs_peer']:.2f}",
+            f"{r['kept_rate']:.2f}",
+            f"{r['tokens_per_pass']:.2f}",
+        ]  # fmt: skip
+        for r in load("lookup.json")["rows"]
+    ]
+    header = ["k", "baseline tok/s", "peer tok/s", "ours tok/s", "**speedup**", "**vs peer**",
+              "kept/drafted", "tokens/pass"]  # fmt: skip
+    return table(header, rows)
+
+
+# ------------------------------------------------------ automatic K and hybrid (auto.json)
+
+
+def auto_row(result: dict, set_name: str, t: float, drafter: str, k="auto") -> dict:
+    return next(
+        r for r in result["rows"]
+        if (r["prompt_set"], r["temperature"], r.get("drafter", "model"), r["k"])
+        == (set_name, t, drafter, k)
+    )  # fmt: skip
+
+
+def auto_hybrid() -> str:
+    result = load("auto.json")
+    rows = []
+    for s in result["best_fixed_vs_auto"]:
+        auto = auto_row(result, s["prompt_set"], s["temperature"], s["drafter"])
+        rows.append([
+            s["prompt_set"], temp(s["temperature"]), s["drafter"], s["best_k"],
+            x(s["best_speedup"]), f"**{x(s['auto_speedup'])}**", x(s["auto_vs_peer"]),
+            f"{auto['tokens_per_pass']:.2f}",
+        ])  # fmt: skip
+    header = ["set", "T", "drafter", "best fixed k", "its speedup", "**auto k**",
+              "auto vs assisted generation (auto)", "auto's tokens/pass"]  # fmt: skip
+    return table(header, rows)
+
+
+def auto_vs_best() -> str:
+    """The sentence under auto_hybrid: how far automatic K falls behind the best fixed k."""
+    behind = {}
+    for s in load("auto.json")["best_fixed_vs_auto"]:
+        gap = max(0.0, s["best_speedup"] / s["auto_speedup"] - 1)
+        behind.setdefault(s["prompt_set"], []).append(gap)
+    parts = [f"{name} {span(gaps, lambda v: f'{v * 100:.0f}')}%" for name, gaps in behind.items()]
+    return "The best fixed k in hindsight is ahead of automatic K by " + ", ".join(parts) + "."
+
+
+def readme_avx2() -> str:
+    """README's sentence on auto-vocab.json: automatic K on an AVX2-only CPU."""
+    r = load("auto-vocab.json")
+    costs, m = r["step_costs"], r["machine"]
+    autos = [row["speedup"] for row in r["rows"] if row["k"] == "auto"]
+    return (
+        f"On an AVX2-only CPU ({m['cores']}-core {m['cpu']}, torch int4, {m['date']}), where a "
+        f"verify pass of 2 tokens costs {costs['t_verify']['1'] / costs['t_step']:.2f} target "
+        f"steps, automatic K with the frequency-ranked draft head ran at {xs(autos)} the target "
+        f"alone over the {len(autos)} set and temperature cells."
+    )
+
+
+def readme_benchmarks() -> str:
+    """README's summary of auto.json: automatic K per set, copy with hybrid drafting."""
+    result = load("auto.json")
+    best = {
+        (b["prompt_set"], b["temperature"], b["drafter"]): b for b in result["best_fixed_vs_auto"]
+    }
+
+    def auto(set_name, t, drafter="model"):
+        return auto_row(result, set_name, t, drafter)
+
+    code0, code1 = best["code", 0.0, "model"], best["code", 1.0, "model"]
+    prose = [auto("prose", t) for t in (0.0, 1.0)]
+    prose_k3 = [auto_row(result, "prose", t, "model", 3) for t in (0.0, 1.0)]
+    copy = [auto_row(result, "copy", t, "hybrid", 2) for t in (0.0, 1.0)]
+    rows = [
+        ["code, greedy", "automatic K (the default)",
+         f"**{x(code0['auto_speedup'])}** (best fixed K: {x(code0['best_speedup'])})",
+         f"{x(code0['auto_vs_peer'])} (its dynamic K)"],
+        ["code, temperature 1", "automatic K",
+         f"**{x(code1['auto_speedup'])}** (best fixed K: {x(code1['best_speedup'])})",
+         x(code1["auto_vs_peer"])],
+        ["prose, greedy / temperature 1", "automatic K",
+         f"**{' / '.join(x(r['speedup']) for r in prose)}** (fixed K = 3: "
+         f"{' / '.join(x(r['speedup']) for r in prose_k3)})",
+         " / ".join(x(r["vs_peer"]) for r in prose)],
+        ["copy-heavy edits, greedy / temperature 1", "hybrid drafting, K = 2",
+         f"**{' / '.join(x(r['speedup']) for r in copy)}**",
+         " / ".join(x(r["vs_peer"]) for r in copy)],
+    ]  # fmt: skip
+    header = ["prompts", "setting", "vs target-only `generate`",
+              "vs transformers assisted generation"]  # fmt: skip
+    return table(header, rows)
+
+
+# ------------------------------------------------------------- the app's sweep, the levers
+
+
+def app_sweep() -> str:
+    rows = []
+    for c in load("app-sweep.json")["cells"]:
+        if c["k"] == "auto":
+            rows.append([temp(c["T"]), f"auto (mean {c['mean_k']:.1f})", f"{c['alpha']:.3f}",
+                         x(c["measured"]), "", ""])  # fmt: skip
+        else:
+            rows.append([temp(c["T"]), c["k"], f"{c['alpha']:.3f}", x(c["measured"]),
+                         x(c["curve"]), f"{c['measured / curve']:.2f}"])  # fmt: skip
+    header = ["T", "K", "α per draft", "measured speedup", "predicted curve",
+              "measured / predicted"]  # fmt: skip
+    return table(header, rows)
+
+
+def ms_vs(value: float, base: float) -> str:
+    return f"{value:.1f} ms ({(value / base - 1) * 100:+.0f}%)".replace("+0%", "0%").replace(
+        "-", "−"
+    )
+
+
+def levers() -> str:
+    r = load("levers.json")
+    draft, one, five = (
+        r["draft step, eager, 32k head (ms)"],
+        r["target 1 tokens, eager (ms)"],
+        r["target 5 tokens, eager (ms)"],
+    )
+    rows = [
+        ["eager, DynamicCache (what runs)", f"{draft:.1f} ms", f"{one:.1f} ms", f"{five:.1f} ms",
+         "yes"],
+        ["fixed-size KV cache (transformers `StaticCache`, 256 slots), eager",
+         ms_vs(r["draft step, 32k head, static cache (ms)"], draft),
+         ms_vs(r["target 1 tokens, static cache (ms)"], one),
+         ms_vs(r["target 5 tokens, static cache (ms)"], five),
+         "not by default (`SPECDEMO_DRAFT_STEP=static`): attention reads all 256 slots"],
+        ["one torch thread instead of two", ms_vs(r["draft step, 1 thread (ms)"], draft), "—",
+         ms_vs(r["target 5 tokens, 1 thread (ms)"], five), "no: both cores pay"],
+        ["draft head cut to 8k / 16k / 32k rows / all 151,936 rows",
+         " / ".join(f"{r[f'draft step, {n} head rows (ms)']:.1f}" for n in (8192, 16384, 32768))
+         + f" / {r['draft step, eager, full head (ms)']:.1f} ms", "", "", "32k kept"],
+    ]  # fmt: skip
+    header = ["lever", "draft step (32k head)", "target, 1 token", "target, 5 tokens", "kept?"]
+    return table(header, rows)
+
+
+def levers_bf16() -> str:
+    r = load("levers-bf16.json")
+    rows = []
+    for name in ("draft step, 32k head", "target 1 token", "target 5 tokens"):
+        bf16, nf4 = r[f"{name}, bf16 (ms)"], r[f"{name}, 4bit (ms)"]
+        label = name.replace("target ", "target, ")
+        rows.append([label, " / ".join(f"{v:.1f}" for v in bf16) + " ms",
+                     " / ".join(f"{v:.1f}" for v in nf4) + " ms",
+                     x(statistics.median(bf16) / statistics.median(nf4), 1)])  # fmt: skip
+    return table(["", "bf16 (two loads)", "4-bit (two loads)", "bf16 / 4-bit"], rows)
+
+
+# --------------------------------------------------------- kernels and laptops (kernels.md)
+
+CPUS = {"avx512": "AVX512-BF16", "avx2-emulated": "AVX2 (emulated)"}
+KERNELS = {
+    ("avx512", "nf4"): "bitsandbytes NF4, fused",
+    ("avx2-emulated", "nf4"): "bitsandbytes NF4, dequantising",
+}
+
+
+def kernels() -> str:
+    rows = []
+    for cpu, name in CPUS.items():
+        r = load(f"kernels-{cpu}.json")
+        median = {k: statistics.median(v) for k, v in r.items() if k.endswith("(ms)")}
+        picked = load(f"laptop-{cpu}.json")["precision"]  # what the app picked there
+        for q in ("nf4", "int4"):
+            one = f"{median[f'target 1 token, {q} (ms)']:.1f}"
+            rows.append([
+                name, KERNELS.get((cpu, q), "torch int4"),
+                f"{median[f'draft step, 32k head, {q} (ms)']:.1f}",
+                f"**{one}**" if q == picked else one,
+                *(f"{median[f'target {n} tokens, {q} (ms)']:.1f}" for n in (2, 4, 5)),
+            ])  # fmt: skip
+    header = ["CPU", "kernel", "draft step (32k head)", "target, 1 token", "2 tokens",
+              "4 tokens", "5 tokens"]  # fmt: skip
+    return table(header, rows)
+
+
+def laptops() -> dict[str, dict]:
+    return {cpu: load(f"laptop-{cpu}.json") for cpu in CPUS}
+
+
+def kernel_picked(r: dict) -> str:
+    return "bitsandbytes NF4" if r["precision"] == "nf4" else "torch int4"
+
+
+def laptop_race() -> str:
+    rows = []
+    for cpu, r in laptops().items():
+        seconds = [race["race seconds"] for race in r["races"]]
+        speedups = [race["speedup"] for race in r["races"]]
+        rows.append([
+            CPUS[cpu], kernel_picked(r), f"{r['target step ms']:.1f} ms",
+            f"{r['verify cost (steps) by K']['4']:.2f} steps",
+            f"{span(seconds, lambda v: f'{v:.1f}')} (median {statistics.median(seconds):.1f})",
+            f"{span(speedups)}× (median {statistics.median(speedups):.2f}×)",
+            span([race["mean K"] for race in r["races"]], lambda v: f"{v:.1f}"),
+        ])  # fmt: skip
+    header = ["CPU", "kernel picked", "target step (profile)", "verify of 5 tokens",
+              "race seconds, 5 examples", "speedup, 5 examples", "mean K"]  # fmt: skip
+    return table(header, rows)
+
+
+LAPTOP_CPUS = {
+    "avx512": "x86 with AVX512-BF16 (Xeon Sapphire Rapids and later, AMD Zen 4 and later)",
+    "avx2-emulated": "x86 with AVX2 only (Intel Core, AMD Ryzen before Zen 4), emulated",
+}
+NOT_MEASURED = "not measured"
+
+
+def laptop_cells(r: dict) -> list[str]:
+    seconds = [race["race seconds"] for race in r["races"]]
+    speedups = [race["speedup"] for race in r["races"]]
+    return [
+        f"{r['target step ms']:.0f} ms",
+        f"{span(seconds, lambda v: f'{v:.0f}')} s",
+        f"{span(speedups)}×",
+        f"(median {statistics.median(seconds):.0f} s)",
+        f"(median {statistics.median(speedups):.2f}×)",
+    ]
+
+
+def install_laptops() -> str:
+    rows = []
+    for cpu, r in laptops().items():
+        step, race, speedup, race_median, speedup_median = laptop_cells(r)
+        rows.append([LAPTOP_CPUS[cpu], kernel_picked(r), step, f"{race} {race_median}",
+                     f"{speedup} {speedup_median}", f"{r['ready seconds']:.0f} s"])  # fmt: skip
+    rows.append(
+        ["Apple silicon (M1 and later)", "none: fp16 on the GPU (MPS)", *[NOT_MEASURED] * 4]
+    )
+    header = ["laptop CPU", "kernel picked", "target step",
+              "default race (128 tokens, automatic K)", "speedup on the 5 examples",
+              "ready, warm start"]  # fmt: skip
+    return table(header, rows)
+
+
+README_CPUS = {
+    "avx512": "AVX512-BF16 (Xeon Sapphire Rapids+, AMD Zen 4+)",
+    "avx2-emulated": "AVX2 only (Intel Core, Ryzen before Zen 4), emulated by "
+    "`scripts/as_laptop.sh`",
+}
+
+
+def readme_laptops() -> str:
+    rows = [
+        [README_CPUS[cpu], kernel_picked(r), *laptop_cells(r)[:3]] for cpu, r in laptops().items()
+    ]
+    rows.append(["Apple silicon", "fp16 on the GPU (MPS)", *[NOT_MEASURED] * 3])
+    header = ["laptop CPU", "kernel", "target step", "default race (128 tokens)",
+              "speedup on the examples"]  # fmt: skip
+    return table(header, rows)
+
+
+def auto_by_cpu() -> str:
+    results = {
+        "avx512": load("auto-avx512-2026-12-02.json"),
+        "avx2-emulated": load("auto-avx2-emulated.json"),
+    }
+    rows = []
+    for set_name in ("code", "prose", "copy"):
+        for t in (0.0, 1.0):
+            cells = [
+                " / ".join(x(auto_row(r, set_name, t, d)["speedup"]) for d in ("model", "hybrid"))
+                for r in results.values()
+            ]
+            rows.append([set_name, temp(t), *cells])
+    return table(["prompts", "T", "AVX512-BF16, NF4", "AVX2 (emulated), int4"], rows)
+
+
+# ------------------------------------------------------------------- start-up (startup.json)
+
+
+def startup() -> str:
+    s = load("startup.json")
+    cold, warm, app = s["cold start"], s["warm start"], s["python app.py"]
+    conv = cold["conversion (s)"]
+    rows = [
+        ["Cold start: process start → both models and tokenizer ready, from the installed chunk "
+         "packages",
+         f"**{cold['idle (s)']:.0f} s** on an idle machine ({cold['idle with warm-up (s)']:.0f} s "
+         f"wall including warm-up; peak RSS {cold['peak RSS (GB)']:.1f} GB during the "
+         f"conversion); {cold['busy (s)']:.0f} s with the other core busy: GGUF assembly and "
+         f"sha256 {conv['GGUF assembly and sha256']:.0f} s, 1.5B convert "
+         f"{conv['1.5B convert']:.0f} s, 0.5B convert {conv['0.5B convert']:.0f} s",
+         f"≤ {s['targets']['cold start (s)'] // 60:.0f} min",
+         yes(cold["idle (s)"] <= s["targets"]["cold start (s)"])],
+        ["Warm start: process start → `load_pair()` returns (both models and tokenizer loaded)",
+         f"**{warm['wall (s)']:.1f} s** ({span(warm['inside load_pair (s)'], one)} s inside"
+         " `load_pair`, the rest imports), on an idle machine",
+         f"≤ {s['targets']['warm start (s)']:.0f} s",
+         yes(warm["wall (s)"] <= s["targets"]["warm start (s)"])],
+        ["Warm start including the first forward of each model (`warm_up`)",
+         f"**{' and '.join(f'{v:.1f}' for v in warm['with warm-up (s)'])} s** wall (warm_up "
+         f"{span(warm['warm_up (s)'], lambda v: f'{v:.1f}')} s)", "—", "—"],
+        ["`python app.py`: page served", f"**{app['page served (s)']:.0f} s** (mostly imports)",
+         "—", "—"],
+        ["`python app.py`: page turns into the app (pair loaded, warmed up, step costs profiled)",
+         f"**{app['first start (s)']:.0f} s** on a first start (converting and quantising "
+         f"{app['first start conversion (s)']:.0f} s); **{app['later start (s)']:.0f} s** on a "
+         "later start on an idle machine (warm-up with the step-cost profile "
+         f"{span(app['later start warm-up (s)'], lambda v: f'{v:.0f}')} s)", "—", "—"],
+        ["Resident memory of the 4-bit pair after warm-up", f"**{s['resident (GB)']:.2f} GB**",
+         f"≤ {s['targets']['memory (GB)']:.0f} GB",
+         yes(s["resident (GB)"] <= s["targets"]["memory (GB)"])],
+        ["Peak RSS during load and warm-up",
+         f"**{' and '.join(f'{v:.2f} GB' for v in s['peak RSS (GB)'])}** in two runs",
+         f"≤ {s['targets']['memory (GB)']:.0f} GB",
+         peak_met(s["peak RSS (GB)"], s["targets"]["memory (GB)"])],
+    ]  # fmt: skip
+    return table(["", "measured", "target", "met"], rows)
+
+
+def one(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def yes(met: bool) -> str:
+    return "yes" if met else "**no**"
+
+
+def peak_met(peaks: list[float], limit: float) -> str:
+    over = [p for p in peaks if p > limit]
+    if not over:
+        return "yes"
+    return (
+        f"{len(peaks) - len(over)} of {len(peaks)}: {max(over) - limit:.2f} GB over, for a moment"
+    )
+
+
+# ----------------------------------------------------- speed targets, from every run above
+
+
+def pct(v: float) -> str:
+    return f"{v:.1%}"
+
+
+def speed_targets() -> str:
+    main, auto, avx2 = load("main.json"), load("auto.json"), load("auto-vocab.json")
+    vocab, emulated = load("draft-vocab.json"), load("auto-avx2-emulated.json")
+    best = {
+        (b["prompt_set"], b["temperature"], b["drafter"]): b for b in auto["best_fixed_vs_auto"]
+    }
+    code0, hybrid0, code1 = (
+        best["code", 0.0, "model"],
+        best["code", 0.0, "hybrid"],
+        best["code", 1.0, "model"],
+    )
+    greedy = max(code0["best_speedup"], hybrid0["best_speedup"], code0["auto_speedup"])
+    best_rows = best_per_cell(main["rows"], "prompt_set", "temperature")
+    peer = [r["vs_peer"] for r in best_rows]
+    auto_peer = [b["auto_vs_peer"] for b in auto["best_fixed_vs_auto"]]
+    prose_auto = [
+        r["speedup"] for r in auto["rows"] if r["prompt_set"] == "prose" and r["k"] == "auto"
+    ]
+    avx2_auto = {
+        (r["prompt_set"], r["temperature"]): r["speedup"] for r in avx2["rows"] if r["k"] == "auto"
+    }
+    copy_hybrid = max(
+        (r for r in auto["rows"] if r["prompt_set"] == "copy" and r.get("drafter") == "hybrid"),
+        key=lambda r: r["speedup"],
+    )
+    eff = {
+        s: [r["efficiency"] for r in main["rows"] if r["prompt_set"] == s]
+        for s in ("code", "prose", "copy")
+    }
+    head = next(r for r in vocab["table"] if r["rows"] == vocab["chosen_rows"])
+    sets = ("code", "prose", "copy")
+    first = vocab["first_token_accept_on_the_exactness_default"]
+    ranked_first = first[f"ranked, {vocab['chosen_rows']:,} rows"]
+    first_ids = first[f"first {vocab['chosen_rows']:,} ids"]
+    bookkeeping = [r["bookkeeping"] for r in avx2["rows"]]
+    plain = [r["ratio"] for r in avx2["plain_loop"]]
+    kernels = {cpu: load(f"kernels-{cpu}.json") for cpu in CPUS}
+    int4 = statistics.median(kernels["avx2-emulated"]["target 1 token, int4 (ms)"])
+    nf4 = statistics.median(kernels["avx512"]["target 1 token, nf4 (ms)"])
+    lap = laptops()
+    race_s = [r["race seconds"] for r in lap["avx2-emulated"]["races"]]
+    laptop_step, fast_step = (lap[cpu]["target step ms"] for cpu in ("avx2-emulated", "avx512"))
+    emu = [r["speedup"] for r in emulated["rows"] if r["k"] == "auto"]
+    rows = [
+        ["speculative ≥ 1.6× target-only `generate` on code prompts, greedy",
+         f"**{x(code0['best_speedup'])}** (model, k = {code0['best_k']}), "
+         f"{x(hybrid0['best_speedup'])} (hybrid, k = {hybrid0['best_k']}), "
+         f"{x(code0['auto_speedup'])} auto", yes(greedy >= 1.6)],
+        ["≥ 1.3× at temperature 1 (code)", f"**{x(code1['auto_speedup'])}** (auto)",
+         yes(code1["auto_speedup"] >= 1.3)],
+        ["≥ 1.25× the tokens/s of assisted generation at the same k and T",
+         f"{xs(peer)} at the best fixed k (main run); auto against assisted generation's "
+         f"own dynamic k: {xs(auto_peer)}",
+         f"met in {sum(r['vs_peer'] >= 1.25 for r in main['rows'])} of {len(main['rows'])} "
+         f"fixed-k cells; auto in {sum(v >= 1.25 for v in auto_peer)} of {len(auto_peer)}"],
+        ["prose with auto k never below 0.98×",
+         f"**{xs(prose_auto)}** (AVX512-BF16, `auto.json`); "
+         f"**{' / '.join(x(avx2_auto['prose', t]) for t in (0.0, 1.0))}** at T = 0 / 1 "
+         "(AVX2, `auto-vocab.json`)",
+         "yes" if min(prose_auto + [avx2_auto["prose", t] for t in (0.0, 1.0)]) >= 0.98
+         else "**no** on AVX2" if min(prose_auto) >= 0.98 else "**no**"],
+        ["copy-heavy edits with hybrid ≥ 2.5×",
+         f"**{x(copy_hybrid['speedup'])}** (hybrid, k = {copy_hybrid['k']})",
+         yes(copy_hybrid["speedup"] >= 2.5)],
+        ["efficiency (measured / predicted) ≥ 0.9, every fixed-k cell",
+         ", ".join(f"{s} {span(v)}" for s, v in eff.items()),
+         ", ".join(f"{s} {'yes' if min(v) >= 0.9 else '**no**'}" for s, v in eff.items())],
+        ["target tokens the draft head covers, held out (code, prose, copy) ≥ 99%",
+         f"**{' / '.join(pct(head['ranked_with_text'][s]) for s in sets)}** with the text's ids "
+         f"(first {vocab['chosen_rows']:,} ids: "
+         f"{' / '.join(pct(head['first_ids'][s]) for s in sets)})",
+         ", ".join(f"{s} {yes(head['ranked_with_text'][s] >= 0.99)}" for s in sets)],
+        ["first-token Σ min(p, q) on the exactness tab's default prompt ≥ 0.5",
+         f"**{ranked_first:.2f}** (first {vocab['chosen_rows']:,} ids: "
+         f"{first_ids:.3f})", yes(ranked_first >= 0.5)],
+        ["AVX2 CPU: automatic K ≥ 0.98× target-only on every set at T = 0 and 1",
+         f"**{xs(avx2_auto.values())}** ("
+         + ", ".join(f"{s} {' / '.join(x(avx2_auto[s, t]) for t in (0.0, 1.0))}" for s in sets)
+         + ")",
+         yes(min(avx2_auto.values()) >= 0.98)],
+        ["per-round bookkeeping ≤ 3% of the wall time",
+         f"**≤ {max(bookkeeping):.1%}** in every cell",
+         yes(max(bookkeeping) <= 0.03)],
+        ["the engine's plain target loop within 2% of `generate`", f"**{xs(plain)}**",
+         yes(min(plain) >= 0.98)],
+        ["time outside model forward passes ≤ 5% of a round",
+         f"≤ {max(r['overhead'] for r in main['rows']):.0%} in every cell (main run)",
+         yes(max(r["overhead"] for r in main["rows"]) <= 0.05)],
+        ["under the AVX2 emulation: target step ≤ 2× the AVX512-BF16 NF4 step",
+         f"{int4:.1f} / {nf4:.1f} ms = **{x(int4 / nf4)}** (kernels); "
+         f"{laptop_step:.1f} / {fast_step:.1f} ms = {x(laptop_step / fast_step)} (race profile)",
+         yes(int4 / nf4 <= 2)],
+        ["under the AVX2 emulation: default Generate race (128 tokens, automatic K) ≤ 60 s",
+         f"**{span(race_s, lambda v: f'{v:.1f}')} s** on the 5 examples", yes(max(race_s) <= 60)],
+        ["under the AVX2 emulation: automatic K ≥ 0.98× target-only on every prompt set",
+         f"**{xs(emu)}**", yes(min(emu) >= 0.98)],
+    ]  # fmt: skip
+    return table(["target", "measured", "met"], rows)
+
+
+# ----------------------------------------------------------------- tables with a renderer
+
+
+def draft_vocab() -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import draft_vocab_check  # noqa: PLC0415 (a script: loaded only when drawn)
+
+    return draft_vocab_check.markdown(load("draft-vocab.json"))
+
+
+def auto_vocab() -> str:
+    return bench_report.auto_markdown(load("auto-vocab.json"))
+
+
+def nth_table(text: str, n: int) -> str:
+    """The `n`th Markdown table in `text`."""
+    return re.findall(r"(?:^\|.*\n?)+", text, re.M)[n].strip()
+
+
+def dispatch_archs() -> str:
+    return nth_table(dispatch.markdown(dispatch.report_from_measured(load("dispatch.json"))), 0)
+
+
+def dispatch_pairs() -> str:
+    return nth_table(dispatch.markdown(dispatch.report_from_measured(load("dispatch.json"))), 1)
+
+
+TABLES = {
+    "main-best": main_best,
+    "main-steps": main_steps,
+    "lookup": lookup,
+    "auto-hybrid": auto_hybrid,
+    "readme-benchmarks": readme_benchmarks,
+    "auto-vs-best": auto_vs_best,
+    "readme-avx2": readme_avx2,
+    "app-sweep": app_sweep,
+    "levers": levers,
+    "levers-bf16": levers_bf16,
+    "kernels": kernels,
+    "laptop-race": laptop_race,
+    "install-laptops": install_laptops,
+    "readme-laptops": readme_laptops,
+    "auto-by-cpu": auto_by_cpu,
+    "startup": startup,
+    "speed-targets": speed_targets,
+    "draft-vocab": draft_vocab,
+    "auto-vocab": auto_vocab,
+    "dispatch-archs": dispatch_archs,
+    "dispatch-pairs": dispatch_pairs,
+}
+
+
+def rewrite(text: str) -> str:
+    """`text` with every marked table drawn anew from its JSON."""
+    return BLOCK.sub(lambda m: m[1] + TABLES[m[2]]().strip() + "\n" + m[4], text)
+
+
+def differing() -> list[str]:
+    """'doc: table' for each marked table that differs from what its JSON gives."""
+    out = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for m in BLOCK.finditer(text):
+            if m[3].strip() != TABLES[m[2]]().strip():
+                out.append(f"{doc.relative_to(ROOT)}: {m[2]}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if "--check" in argv:
+        stale = differing()
+        print("\n".join(stale) or "every table agrees with its JSON")
+        return int(bool(stale))
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        if (new := rewrite(text)) != text:
+            doc.write_text(new, encoding="utf-8")
+            print(f"rewrote {doc.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

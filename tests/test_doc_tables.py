@@ -1,0 +1,54 @@
+"""The docs' measured tables are what their raw JSON gives (scripts/doc_tables.py), and every
+raw JSON says where it was measured."""
+
+import importlib.util
+import json
+import re
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
+doc_tables = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(doc_tables)
+
+# Tables in README, BENCHMARKS and INSTALL that are not drawn from docs/bench's JSON, and why.
+NOT_FROM_JSON = {
+    "| command | measures | raw result |": "how to reproduce: commands, no figures",
+    "| variable | meaning |": "settings",
+    "| document | what it holds |": "a list of documents",
+    "| measure | measured | predicted (below) |": "the GPU smoke run's own report, "
+    "bench/gpu-smoke-h200.md: a lent machine's output",
+    "| | embedded pair (1.5B / 0.5B) |": "ZeroGPU's budgets, from gpu.py and dispatch.json "
+    "(tests/app/page/test_zerogpu.py)",
+}
+
+
+def test_every_marked_table_is_what_its_json_gives():
+    assert doc_tables.differing() == []
+
+
+def test_the_check_catches_a_changed_figure():
+    text = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
+    block = doc_tables.BLOCK.search(text)
+    changed = text.replace(block[3], block[3].replace("|", "| 9.99", 1), 1)
+    assert doc_tables.rewrite(changed) == text  # drawn anew from the JSON, the figure goes
+
+
+def test_every_measured_table_is_drawn_from_json():
+    """A table with a figure in README, BENCHMARKS or INSTALL is marked, or listed above."""
+    loose = []
+    for name in ("README.md", "docs/BENCHMARKS.md", "docs/INSTALL.md"):
+        text = doc_tables.BLOCK.sub("", (ROOT / name).read_text(encoding="utf-8"))
+        for table in re.findall(r"(?:^\|.*\n)+", text, re.M):
+            header = table.split("\n")[0]
+            known = any(header.startswith(h) for h in NOT_FROM_JSON)
+            if not known and re.search(r"\d", table.split("\n", 2)[2]):
+                loose.append(f"{name}: {header[:60]}")
+    assert loose == []
+
+
+def test_every_raw_json_records_its_machine():
+    for path in sorted((ROOT / "docs" / "bench").glob("*.json")):
+        machine = json.loads(path.read_text())["machine"]
+        assert {"cpu", "cpu_capability", "cores", "torch", "date"} <= set(machine), path.name
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", machine["date"]), path.name
