@@ -182,6 +182,28 @@ def readme_avx2() -> str:
     )
 
 
+def readme_costs() -> str:
+    """README's sentence on why the main run's speedups are modest: its step costs."""
+    costs = load("main.json")["step_costs"]
+    t = costs["t_step"]
+    return (
+        "The speedups are modest on a CPU because a verify pass is not free there: in the main "
+        f"run a pass over 4 tokens (K = 3) cost {costs['t_verify']['3'] / t:.2f} target steps "
+        f"and a draft step {costs['t_draft'] / t:.2f} of one."
+    )
+
+
+def auto_vocab_costs() -> str:
+    """The sentence under auto_vocab: that run's step costs."""
+    costs = load("auto-vocab.json")["step_costs"]
+    t = costs["t_step"]
+    return (
+        f"Step costs from the same run's profile: a target step {t * 1000:.0f} ms, a draft step "
+        f"{costs['t_draft'] * 1000:.0f} ms (c = {costs['t_draft'] / t:.2f}), a verify pass of 2 "
+        f"tokens {costs['t_verify']['1'] / t:.2f} steps."
+    )
+
+
 def readme_benchmarks() -> str:
     """README's summary of auto.json: automatic K per set, copy with hybrid drafting."""
     result = load("auto.json")
@@ -598,6 +620,8 @@ TABLES = {
     "readme-benchmarks": readme_benchmarks,
     "auto-vs-best": auto_vs_best,
     "readme-avx2": readme_avx2,
+    "readme-costs": readme_costs,
+    "auto-vocab-costs": auto_vocab_costs,
     "app-sweep": app_sweep,
     "levers": levers,
     "levers-bf16": levers_bf16,
