@@ -12,7 +12,7 @@ import torch
 
 from specdemo.defaults import DEFAULTS, default_drafter
 from specdemo.drafters import Drafter, Proposal, make_drafter
-from specdemo.lm import Stopwatch, drop_last, eos_ids, forward
+from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, keep_rows, tree_forward
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
 from specdemo.rounds import Result, Round, Stats, Step
@@ -23,9 +23,11 @@ from specdemo.sampling import (
     check_tokens,
     logits_to_probs,
     next_token,
+    pad_vocab,
     resolve_rule,
 )
 from specdemo.theory import StepCosts
+from specdemo.tree import Fishbone, draw_siblings, judge
 from specdemo.verify import Verdict, verify, verify_greedy
 from specdemo.vocab import vocab_size
 
@@ -109,6 +111,32 @@ def verify_round(
     return verdict, cache
 
 
+def sprout(proposal: Proposal, width: int, generator) -> Fishbone | None:
+    """The round's fishbone: up to `width` - 1 siblings at each depth, drawn from the draft's
+    own q there without replacement (no extra draft pass); None when no depth gets one (a chain
+    round: width 1, a greedy or copied draft, whose q is one-hot)."""
+    if width < 2 or proposal.q is None:
+        return None
+    chain = proposal.tokens.tolist()
+    siblings = [
+        draw_siblings(q, x, width, generator) for q, x in zip(proposal.q, chain, strict=True)
+    ]
+    return Fishbone(chain, siblings) if any(siblings) else None
+
+
+def verify_tree_round(target, cache, last: int, tree: Fishbone, q, sampling, generator):
+    """The target scores the root and every node of `tree` in one pass (``lm.tree_forward``),
+    ``tree.judge`` walks it, and the cache keeps the prefix and the kept path. Returns
+    (``tree.TreeVerdict``, cache)."""
+    past = cache.get_seq_length() if cache is not None else 0
+    logits, cache = tree_forward(target, [last, *tree.tokens], tree.parents, cache)
+    vocab = max(logits.shape[-1], q.shape[-1])
+    p = pad_vocab(logits_to_probs(logits, sampling), vocab)
+    verdict = judge(tree, p, pad_vocab(q.to(target.device), vocab), generator)
+    keep_rows(cache, [*range(past), *(past + r for r in verdict.rows)])
+    return verdict, cache
+
+
 @torch.inference_mode()
 def speculative_generate(
     target,
@@ -124,6 +152,7 @@ def speculative_generate(
     stats: Stats | None = None,
     rule: AcceptanceRule = EXACT,
     on_verdict: Callable[[Verdict], None] | None = None,
+    tree_width: int = 1,
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
@@ -135,9 +164,14 @@ def speculative_generate(
     drafter must have been made with the same rule). `stats`, if given, and the policy observe
     every round; `on_verdict` sees each round's ``Verdict`` before its Round is yielded, with
     the rows of p and q the rule judged (the step-through's microscope draws them).
+
+    `tree_width` > 1 verifies a tree instead of a chain (``tree``): at each depth the draft's
+    token and up to `tree_width` - 1 siblings drawn from the same q without replacement, judged
+    in one target pass with the exact rule for children drawn so.
     """
     context = as_list(input_ids)
     policy = check_k(k)
+    check_tree_width(tree_width, rule)
     if not context:
         raise ValueError("input_ids must hold at least one token")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
@@ -156,14 +190,23 @@ def speculative_generate(
         proposal = drafter.propose(context, k_asked, source)
         draft_time = clock.lap()
         draft = check_draft(proposal.tokens.tolist(), vocab)
+        tree = None if sampling.greedy else sprout(proposal, tree_width, generator)
         clock.lap()
-        verdict, cache = verify_round(
-            target, cache, context[-1], proposal, sampling, generator, rule
-        )
+        if tree is None:
+            verdict, cache = verify_round(
+                target, cache, context[-1], proposal, sampling, generator, rule
+            )
+            kept = draft[: verdict.n_accepted]
+        else:
+            check_draft(tree.tokens, vocab)
+            verdict, cache = verify_tree_round(
+                target, cache, context[-1], tree, proposal.q, sampling, generator
+            )
+            kept = verdict.path
         verify_time = clock.lap()
         if on_verdict is not None:
             on_verdict(verdict)
-        tokens, finished = stopper.cut(draft[: verdict.n_accepted] + [verdict.next_token])
+        tokens, finished = stopper.cut(kept + [verdict.next_token])
         r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
                          verify_time)  # fmt: skip
         for observe in observers:
@@ -173,6 +216,15 @@ def speculative_generate(
         yield r
         if finished:
             return
+
+
+def check_tree_width(width: int, rule: AcceptanceRule = EXACT) -> int:
+    """A tree width is a whole number >= 1; a tree is judged by the exact rule only."""
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"tree_width must be a whole number >= 1 (1: a chain), got {width!r}")
+    if width > 1 and rule != EXACT:
+        raise ValueError("a tree (tree_width > 1) is judged by the exact rule only")
+    return width
 
 
 def check_k(k: int | AutoK) -> AutoK | None:
@@ -244,11 +296,13 @@ def generate(
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
     rule: str | AcceptanceRule = "exact",
+    tree_width: int = 1,
 ) -> Result:
     """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
     before each round (``policy.AutoK``) from step costs measured once per pair on this machine
     (``profile.costs_for``). `rule`: "exact", or one of the mistakes in ``sampling.RULES``
-    ("always-accept", "resample-from-p", "greedy-draft"), which break exactness on purpose."""
+    ("always-accept", "resample-from-p", "greedy-draft"), which break exactness on purpose.
+    `tree_width` > 1 verifies a token tree each round (``speculative_generate``)."""
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)
     generator = make_generator(seed, target.device)
@@ -268,6 +322,7 @@ def generate(
             decode=decode,
             stats=stats,
             rule=rule,
+            tree_width=tree_width,
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)

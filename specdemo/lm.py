@@ -31,6 +31,44 @@ def forward(model, tokens: list[int] | torch.Tensor, cache, n_logits: int = 1, h
     return head(out.last_hidden_state[0, -n_logits:]), out.cache
 
 
+def tree_forward(model, tokens: list[int], parents: list[int], cache):
+    """Feed a token tree after what `cache` holds, in one pass: row r (token `tokens[r]`) sits at
+    position L + its depth and sees the cached prefix, its ancestors and itself (`parents[r]`
+    is its parent row, -1 for a row hanging from the prefix), as EAGLE, Medusa and Sequoia feed
+    theirs. Returns (logits (rows, vocab), cache); the cache then holds every row, and
+    ``keep_rows`` keeps the accepted ones."""
+    n = len(tokens)
+    past = cache.get_seq_length() if cache is not None else 0
+    depth, seen = [], torch.zeros((n, n), dtype=torch.bool, device=model.device)
+    for r, parent in enumerate(parents):
+        if parent >= r:
+            raise ValueError("a tree's rows must come after their parents")
+        depth.append(0 if parent < 0 else depth[parent] + 1)
+        if parent >= 0:
+            seen[r] = seen[parent]
+        seen[r, r] = True
+    visible = torch.cat([seen.new_ones((n, past)), seen], 1)
+    dtype = next(model.parameters()).dtype
+    mask = torch.zeros(visible.shape, dtype=dtype, device=model.device)
+    mask = mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None]  # (1, 1, n, L + n)
+    positions = torch.tensor([past + d for d in depth], device=model.device)[None]
+    out = model(input_ids=input_ids(model, tokens), attention_mask=mask, position_ids=positions,
+                cache=cache, use_cache=True, logits_to_keep=n)  # fmt: skip
+    return out.logits[0], out.cache
+
+
+def keep_rows(cache, rows: list[int]) -> None:
+    """Keep only the cache's `rows` (ascending), in every layer: after a tree pass, the prefix
+    and the accepted path, as if those tokens had been fed one after another."""
+    if hasattr(cache, "keep_rows"):  # a cache of its own kind (the tests' toys)
+        cache.keep_rows(rows)
+        return
+    for layer in cache.layers:
+        index = torch.tensor(rows, device=layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, index)
+        layer.values = layer.values.index_select(-2, index)
+
+
 class DraftHead(torch.nn.Module):
     """An output layer over some of the vocabulary: logits for the token ids it holds only.
 

@@ -30,12 +30,11 @@ def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> lis
     """Push a round's emitted tokens through `detok` and label each piece."""
     spans = []
     for i, token in enumerate(r.tokens):
-        if i < r.n_accepted:
+        if i == r.n_accepted and show_rejected and r.rejected is not None:
+            spans.append((detok.peek(r.rejected), "rejected"))
+        if i < r.kept:  # the chain's kept drafts, then a tree's kept sibling
             label = "accepted"
-        else:
-            if show_rejected and r.rejected is not None:
-                spans.append((detok.peek(r.rejected), "rejected"))
-            # A round with no drafts (automatic K chose K = 0) is a plain target step.
+        else:  # a round with no drafts (automatic K chose K = 0) is a plain target step
             label = "target" if not r.k else "bonus" if r.bonus else "resampled"
         spans.append((detok.push(token), label))
     return [(text, label) for text, label in spans if text]

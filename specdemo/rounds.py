@@ -31,6 +31,9 @@ class Round:
     finished: bool
     k_asked: int = 0  # the k the engine asked for (a drafter may propose fewer)
     source: str = "model"  # who proposed every draft token of the round: "model" or "lookup"
+    # A tree round (engine tree_width > 1): the sibling kept after draft[n_accepted] was
+    # rejected, if one was; it is tokens[n_accepted], and the bonus follows it.
+    sibling: int | None = None
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
@@ -59,6 +62,7 @@ class Round:
             finished=finished,
             k_asked=k_asked,
             source=proposal.source,
+            sibling=getattr(verdict, "sibling", None),
         )
 
     @property
@@ -71,8 +75,14 @@ class Round:
         return self.draft[self.n_accepted] if self.n_accepted < self.k else None
 
     @property
+    def kept(self) -> int:
+        """Drafted tokens kept: the chain's, and a sibling's."""
+        return self.n_accepted + (self.sibling is not None)
+
+    @property
     def bonus(self) -> bool:
-        return self.n_accepted == self.k
+        """Whether next_token came from a kept token's own row of p (not from a residual)."""
+        return self.n_accepted == self.k or self.sibling is not None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,10 @@ class ToyCache:
         assert tokens_to_remove < 0 and len(self.tokens) + tokens_to_remove >= 0
         del self.tokens[tokens_to_remove:]
 
+    def keep_rows(self, rows: list[int]) -> None:
+        """After a tree pass: only `rows`, in order (``lm.keep_rows``)."""
+        self.tokens = [self.tokens[r] for r in rows]
+
 
 class ToyStaticCache(ToyCache):
     """The toy's cache in a fixed buffer, as transformers' StaticCache: a crop only moves the
@@ -62,12 +66,18 @@ class _OneHotBase(torch.nn.Module):
         super().__init__()
         self.vocab = vocab
 
-    def forward(self, input_ids, cache=None, use_cache=True):
+    def forward(self, input_ids, cache=None, use_cache=True, attention_mask=None):
         cache = cache if cache is not None else ToyCache()
         before = cache.tokens[-1:] or [None]
         new = input_ids[0].tolist()
         cache.add(new)
         previous = (before + new)[: len(new)]
+        if attention_mask is not None:  # a tree (lm.tree_forward): the previous token is the
+            seen = attention_mask[0, 0] == 0  # last one the row sees before itself
+            every, past = cache.tokens, len(cache.tokens) - len(new)
+            for j in range(len(new)):
+                earlier = seen[j, : past + j].nonzero()
+                previous[j] = every[int(earlier[-1])] if len(earlier) else None
         hidden = torch.zeros(len(new), 2 * self.vocab)
         for j, (x, prev) in enumerate(zip(new, previous, strict=True)):
             hidden[j, x] = 1.0
@@ -105,8 +115,9 @@ class ToyLM(torch.nn.Module):
     def get_output_embeddings(self):
         return self.lm_head
 
-    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=1):
-        out = self.model(input_ids, cache)
+    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=1,
+                attention_mask=None, position_ids=None):  # fmt: skip
+        out = self.model(input_ids, cache, attention_mask=attention_mask)
         logits = self.lm_head(out.last_hidden_state[0, -logits_to_keep:])
         return SimpleNamespace(logits=logits[None], cache=out.cache)
 

@@ -66,7 +66,7 @@ def exact_distribution(target: ToyLM, prompt: list[int], config: SamplingConfig,
     return dist
 
 
-def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT):
+def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT, width=1):
     generator = make_generator(seed, "cpu")
     counts = {}
     for _ in range(n):
@@ -79,6 +79,7 @@ def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT)
             max_new_tokens=length,
             generator=generator,
             rule=rule,
+            tree_width=width,
         )
         seq = tuple(t for r in rounds for t in r.tokens)
         counts[seq] = counts.get(seq, 0) + 1
@@ -281,9 +282,9 @@ CASES = {
 }
 
 
-def run_case(name: str, rule: AcceptanceRule = EXACT) -> float:
+def run_case(name: str, rule: AcceptanceRule = EXACT, width: int = 1) -> float:
     target, make, prompt, k, config, length = CASES[name]
-    counts = draw(target, make, prompt, k, config, length, rule=rule)
+    counts = draw(target, make, prompt, k, config, length, rule=rule, width=width)
     return chi2_pvalue(counts, exact_distribution(target, prompt, config, length))
 
 
@@ -312,6 +313,45 @@ def test_a_static_draft_cache_keeps_the_target_distribution(name, monkeypatch):
     monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 12)
     assert CASES[name][1](SamplingConfig(1.0), None).draft_model.step.kind == "static"
     assert run_case(name) > 1e-3
+
+
+# Tree rounds on history-reading toys (a wrong cache gather shows), one with hybrid drafting:
+# copied rounds stay chains, the draft model's grow siblings.
+TREE_CASES = [("k3-t1-history-caches", 2), ("k3-t1-history-hybrid", 3)]
+
+
+@pytest.mark.parametrize("name, width", TREE_CASES)
+def test_token_trees_keep_the_target_distribution(name, width):
+    """Tree rounds (tree_width > 1): siblings drawn without replacement, one tree pass, the
+    cache gathered to the kept path; history-reading toys, so a wrong gather shows."""
+    assert run_case(name, width=width) > 1e-3
+
+
+def test_the_tree_cases_keep_siblings():
+    """The tree cases exercise what they name: rounds that keep a sibling, and a bonus after."""
+    for name, width in TREE_CASES:
+        target, make, prompt, k, config, length = CASES[name]
+        g = make_generator(0, "cpu")
+        kept = 0
+        for _ in range(200):
+            rounds = speculative_generate(
+                target, make(config, g), prompt, k=k, sampling=config, max_new_tokens=length,
+                generator=g, tree_width=width,
+            )  # fmt: skip
+            kept += sum(r.sibling is not None and r.bonus for r in rounds)
+        assert kept > 10, (name, kept)
+
+
+def test_a_wrong_tree_gather_fails_the_test(monkeypatch):
+    """A gather that keeps the cache's first rows, right for a chain's kept tokens but not for a
+    kept sibling, is caught."""
+    from specdemo import lm
+
+    real = lm.keep_rows
+    monkeypatch.setattr(
+        engine, "keep_rows", lambda cache, rows: real(cache, list(range(len(rows))))
+    )
+    assert run_case("k3-t1-history-caches", width=2) < 1e-3
 
 
 def test_cases_run_their_full_k_and_hit_eos_inside_accepted_blocks():

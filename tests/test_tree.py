@@ -1,0 +1,182 @@
+"""Token trees (specdemo.tree): the node rule is exact, enumerated with fractions; the rules it
+replaces are not; one tree pass gives each node the logits of its own path, and the cache
+kept after it is the one the accepted tokens fed in turn would give."""
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from specdemo import lm
+from specdemo.tree import Fishbone, draw_siblings, judge, node_rule
+
+
+def frac(values) -> np.ndarray:
+    """Exact probabilities: an object array of Fractions normalised to sum to 1."""
+    values = [Fraction(v) for v in values]
+    return np.array([v / sum(values) for v in values], dtype=object)
+
+
+def orderings(q: np.ndarray, width: int, replacement: bool):
+    """Every ordered tuple of children a node gets, with its exact probability: `width` draws
+    from q, without replacement (capped at q's support) or i.i.d."""
+    support = [t for t, v in enumerate(q) if v > 0]
+    n = width if replacement else min(width, len(support))
+    for children in itertools.product(support, repeat=n):
+        if not replacement and len(set(children)) < n:
+            continue
+        prob, left = Fraction(1), Fraction(1)
+        for c in children:
+            prob *= q[c] / left
+            if not replacement:
+                left -= q[c]
+        yield list(children), prob
+
+
+def node_output(p, q, children, renormalise=True) -> np.ndarray:
+    """The exact distribution of the token a node emits for these children: the kept child, or
+    a draw from what is left of p, over both branches of every comparison ``node_rule`` makes."""
+    out = np.array([Fraction(0)] * len(p), dtype=object)
+
+    def walk(decisions: list[bool], weight: Fraction) -> None:
+        seen: list = []
+
+        def passes(i, a, p_x, q_x):
+            seen.append(Fraction(a))
+            return decisions[i] if i < len(decisions) else False
+
+        kept, left = node_rule(p, q, children, passes, renormalise)
+        if len(seen) > len(decisions):  # a comparison not decided yet: follow both branches
+            a = seen[len(decisions)]
+            walk(decisions + [True], weight * a)
+            walk(decisions + [False], weight * (1 - a))
+        elif kept is not None:
+            out[children[kept]] += weight
+        else:
+            out[:] = out + weight * left
+
+    walk([], Fraction(1))
+    return out
+
+
+def emitted(p, q, width, replacement=False, renormalise=True) -> np.ndarray:
+    total = np.array([Fraction(0)] * len(p), dtype=object)
+    for children, prob in orderings(q, width, replacement):
+        if replacement and not renormalise and len(set(children)) < len(children):
+            children = list(dict.fromkeys(children))  # duplicates skipped
+        total = total + prob * node_output(p, q, children, renormalise)
+    return total
+
+
+def tv(a, b) -> float:
+    return float(sum(abs(x - y) for x, y in zip(a, b, strict=True)) / 2)
+
+
+CASES = [  # p, q: zeros in either, q one-hot, q's support narrower than the width
+    ((5, 3, 2, 0), (2, 5, 1, 2)),
+    ((9 / 22, 9 / 44, 9 / 44, 2 / 11), (1, 4, 20, 4)),
+    ((16, 13, 1, 17), (3, 3, 13, 1)),
+    ((1, 0, 2, 3, 0, 4), (0, 3, 1, 1, 5, 0)),
+    ((1, 1, 1, 1, 1, 1), (0, 0, 0, 1, 0, 0)),  # q one-hot: a fixed child (prompt lookup)
+    ((0, 0, 1, 0, 0), (1, 2, 3, 4, 5)),  # p one-hot
+    ((3, 1, 4, 1, 5, 9), (2, 6, 5, 3, 5, 8)),
+    ((1, 2, 3), (0, 1, 1)),  # support 2 under width 3
+]
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+@pytest.mark.parametrize("p, q", CASES)
+def test_the_node_rule_emits_exactly_p(p, q, width):
+    p, q = frac(p), frac(q)
+    assert list(emitted(p, q, width)) == list(p)
+
+
+def test_one_child_is_the_chain_rule():
+    """With one child the rule is min(1, p/q), then max(0, p - q) normalised."""
+    p, q = frac((5, 3, 2, 0)), frac((2, 5, 1, 2))
+    seen = []
+    kept, left = node_rule(p, q, [1], lambda i, a, p_x, q_x: seen.append(a) or False)
+    assert seen == [Fraction(3, 5)] and kept is None
+    assert list(left) == [Fraction(3, 4), 0, Fraction(1, 4), 0]
+
+
+def test_the_iid_rule_on_children_drawn_without_replacement_is_not_exact():
+    p, q = frac((9 / 22, 9 / 44, 9 / 44, 2 / 11)), frac((1, 4, 20, 4))
+    assert tv(emitted(p, q, 2, renormalise=False), p) == pytest.approx(0.246, abs=5e-4)
+    assert tv(emitted(p, q, 2), p) == 0
+
+
+def test_skipping_duplicate_siblings_under_the_iid_rule_is_not_exact():
+    p, q = frac((16, 13, 1, 17)), frac((3, 3, 13, 1))
+    wrong = emitted(p, q, 2, replacement=True, renormalise=False)
+    assert tv(wrong, p) == pytest.approx(0.078, abs=5e-4)
+
+
+def test_siblings_are_drawn_without_replacement_from_q():
+    q = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    g = torch.Generator().manual_seed(0)
+    counts = torch.zeros(4)
+    for _ in range(4000):
+        siblings = draw_siblings(q, 0, 3, g)
+        assert len(siblings) == 2 and sorted(siblings) == [1, 2]  # support capped, no repeat
+        counts[siblings[0]] += 1
+    # After token 0, token 1 comes next with 0.3 / 0.5.
+    assert counts[1] / 4000 == pytest.approx(0.6, abs=0.03)
+    assert draw_siblings(torch.tensor([0.0, 1.0]), 1, 3, g) == []  # one-hot q: no siblings
+
+
+def test_the_fishbone_lays_out_rows_and_parents():
+    tree = Fishbone(chain=[7, 8, 9], siblings=[[4], [], [5, 6]])
+    assert tree.tokens == [7, 8, 9, 4, 5, 6]
+    assert tree.parents == [-1, 0, 1, 2, 0, 2, 2]
+    assert tree.sibling_rows(0) == [4] and tree.sibling_rows(2) == [5, 6]
+
+
+def test_judging_keeps_a_sibling_and_takes_the_bonus_from_its_row():
+    """A chain token p gives nothing is rejected; its sibling, which p wants, is kept, and the
+    bonus comes from the sibling's own row."""
+    tree = Fishbone(chain=[1], siblings=[[2]])
+    p = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.25] * 4, [0.0, 0.0, 0.0, 1.0]])  # rows 0, 1, 2
+    q = torch.tensor([[0.0, 0.5, 0.5, 0.0]])
+    verdict = judge(tree, p, q, torch.Generator().manual_seed(0))
+    assert verdict.n_accepted == 0 and verdict.sibling == 2 and verdict.path == [2]
+    assert verdict.next_token == 3 and verdict.bonus and verdict.rows == [0, 2]
+    assert [[t.token for t in depth] for depth in verdict.trials] == [[1, 2]]
+
+
+def path_logits(model, prefix: list[int], path: list[int]) -> torch.Tensor:
+    logits, _ = lm.forward(model, prefix + path, None, n_logits=1)
+    return logits[-1]
+
+
+@pytest.mark.parametrize("arch", ["tiny_qwen", "tiny_llama"])
+def test_one_tree_pass_scores_each_node_as_its_own_path(arch, request):
+    """Each row's logits equal a plain forward of the prefix and that row's path; the cache kept
+    for an accepted path equals the cache those tokens fed in turn give."""
+    model = request.getfixturevalue(arch)
+    prefix = [5, 17, 42, 3, 99, 7]
+    tree = Fishbone(chain=[11, 12, 13], siblings=[[21, 22], [], [23]])
+    rows = [prefix[-1], *tree.tokens]
+
+    def tree_pass():
+        _, cache = lm.forward(model, prefix[:-1], None)
+        return lm.tree_forward(model, rows, tree.parents, cache)
+
+    logits, _ = tree_pass()
+    for r in range(len(rows)):
+        path, node = [], r
+        while node > 0:
+            path.insert(0, rows[node])
+            node = tree.parents[node]
+        torch.testing.assert_close(logits[r], path_logits(model, prefix, path), atol=1e-4, rtol=0)
+    past = len(prefix) - 1  # the root's row
+    # Kept: the chain's first two tokens; then the second sibling at depth 1 (row 5).
+    for kept_rows, path in [([1, 2], [11, 12]), ([5], [22]), ([1, 2, 6], [11, 12, 23])]:
+        _, cache = tree_pass()
+        lm.keep_rows(cache, [*range(past + 1), *(past + r for r in kept_rows)])
+        _, fed = lm.forward(model, prefix + path, None)
+        for kept, want in zip(cache.layers, fed.layers, strict=True):
+            torch.testing.assert_close(kept.keys, want.keys, atol=1e-5, rtol=0)
+            torch.testing.assert_close(kept.values, want.values, atol=1e-5, rtol=0)
