@@ -45,7 +45,7 @@ def load(args, quiet: bool = False):
 
 def cmd_generate(args) -> int:
     from specdemo.drafters import make_drafter
-    from specdemo.engine import make_generator, resolve_k, speculative_generate
+    from specdemo.engine import check_tree_width, make_generator, resolve_k, speculative_generate
     from specdemo.render import ansi, legend_ansi, round_spans
     from specdemo.rounds import Stats
     from specdemo.sampling import SamplingConfig
@@ -56,6 +56,7 @@ def cmd_generate(args) -> int:
         raise ValueError(
             f"k must be >= 0 and max_new_tokens >= 0, got {args.k}, {args.max_new_tokens}"
         )
+    check_tree_width(args.tree_width)
     pair = load(args, quiet=args.json)
     input_ids = encode_prompt(pair.tokenizer, args.prompt, system=args.system)
     generator = make_generator(args.seed, pair.target.device)
@@ -80,6 +81,7 @@ def cmd_generate(args) -> int:
         max_new_tokens=args.max_new_tokens,
         generator=generator,
         stats=stats,
+        tree_width=args.tree_width,
     ):
         tokens += r.tokens
         spans = round_spans(r, detok, show_rejected=colour)
@@ -232,6 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--adaptive", action="store_true", help="stop drafting when the draft is unsure"
+    )
+    gen.add_argument(
+        "--tree-width",
+        type=int,
+        default=1,
+        help="guesses tried per position (1: a chain; more: siblings drawn from the draft's q)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_args(gen)

@@ -103,6 +103,7 @@ class Stats:
     drafted: int = 0
     accepted: int = 0
     rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
+    siblings_kept: int = 0  # tree rounds that kept a sibling after the chain's token was rejected
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
     draft_passes: int = 0
@@ -177,6 +178,7 @@ class Stats:
         self.drafted += r.k
         self.accepted += r.n_accepted
         self.rejected += r.n_accepted < r.k
+        self.siblings_kept += r.sibling is not None
         self.new_tokens += len(r.tokens)
         self.target_passes += 1
         self.draft_passes += r.draft_steps

@@ -27,6 +27,14 @@ def test_generate_json_reports_tokens_text_and_stats(capsys):
     assert out["models"]["pair"] == "tiny"
 
 
+def test_generate_verifies_token_trees(capsys):
+    """--tree-width 3 at T = 1: siblings are tried, and some are kept, on the tiny pair."""
+    flags = ["--temperature", "1", "--k", "2", "--tree-width", "3", "--max-new-tokens", "48"]
+    assert cli.main(["generate", "def f():", "--json", *flags, *TINY]) == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["new_tokens"] == 48 and stats["siblings_kept"] > 0
+
+
 def test_generate_json_says_which_4bit_kernel_runs_and_why(capsys):
     four_bit = ["--pair", "tiny", "--precision", "4bit", "--device", "cpu"]
     assert cli.main(["generate", "def f():", "--max-new-tokens", "4", "--json", *four_bit]) == 0
@@ -74,6 +82,7 @@ def test_the_default_drafter_depends_on_the_device():
         (["--max-new-tokens", "-3"], "k must be >= 0 and max_new_tokens >= 0"),
         (["--temperature", "-2"], "temperature must be in"),
         (["--pair", "nope"], "unknown model pair"),
+        (["--tree-width", "0"], "tree_width must be a whole number >= 1"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, flags, message):

@@ -180,3 +180,28 @@ def test_one_tree_pass_scores_each_node_as_its_own_path(arch, request):
         for kept, want in zip(cache.layers, fed.layers, strict=True):
             torch.testing.assert_close(kept.keys, want.keys, atol=1e-5, rtol=0)
             torch.testing.assert_close(kept.values, want.values, atol=1e-5, rtol=0)
+
+
+def test_a_greedy_tree_is_the_chain(pair):
+    """At temperature 0 the draft's q is one-hot: no siblings, the chain's own tokens."""
+    from specdemo import generate
+
+    ids = pair.tokenizer("def f(x):")["input_ids"]
+    runs = [
+        generate(
+            pair.target, pair.draft, ids, k=3, temperature=0.0, max_new_tokens=24, tree_width=width
+        )  # fmt: skip
+        for width in (1, 3)
+    ]
+    assert runs[0].tokens == runs[1].tokens and runs[1].stats.siblings_kept == 0
+
+
+def test_a_tree_needs_the_exact_rule_and_a_width_of_one_or_more(pair):
+    from specdemo import generate
+
+    for width, rule, message in [
+        (0, "exact", "tree_width must be"),
+        (2, "always-accept", "exact rule"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            generate(pair.target, pair.draft, [1, 2], k=2, tree_width=width, rule=rule)
