@@ -78,9 +78,9 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> Ste
     return measure_costs(pair.target, pair.draft, input_ids, ks, head)
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model"):
-    """specdemo with drafter `kind` and the bench's settings; returns the stats and the share
-    of wall time outside model forward passes."""
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model", width=1):
+    """specdemo with drafter `kind`, tree width `width` and the bench's settings; returns the
+    stats and the share of wall time outside model forward passes."""
     generator = make_generator(seed, pair.target.device)
     drafter = make_drafter(
         kind,
@@ -106,6 +106,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
             max_new_tokens=max_new_tokens,
             generator=generator,
             stats=stats,
+            tree_width=width,
         ):
             pass
     finally:
@@ -223,13 +224,19 @@ def bench(pair, args, progress=True) -> dict:
     head = draft_head(pair.draft, auto_head_rows(pair.draft) if head_rows == "auto" else head_rows)
     written = {name: [] for name in encoded}  # the target's own tokens (target-only generate)
 
+    # Each drafter at each tree width: "model" is the chain, "model, tree 3" its fishbone.
+    methods = {
+        kind if width == 1 else f"{kind}, tree {width}": (kind, width)
+        for kind in args.drafter
+        for width in getattr(args, "tree_widths", None) or [1]
+    }
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
     bar = tqdm(total=total, desc="bench", disable=not progress)
     rows, plains = [], []
     for set_name, prompts in encoded.items():
         for temp in temps:
             sampling = SamplingConfig(temp)
-            cells = {(kind, k): [] for kind in args.drafter for k in ks}
+            cells = {(method, k): [] for method in methods for k in ks}
             plain = []
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
@@ -243,11 +250,11 @@ def bench(pair, args, progress=True) -> dict:
                         if not args.no_peer:
                             n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
-                        for kind in args.drafter:
+                        for method, (kind, width) in methods.items():
                             stats, overhead = run_ours(
-                                pair, ids, k, sampling, max_new_tokens, seed, args, kind
+                                pair, ids, k, sampling, max_new_tokens, seed, args, kind, width
                             )
-                            cells[kind, k].append((base, peer, stats, overhead))
+                            cells[method, k].append((base, peer, stats, overhead))
                     bar.update()
             plains.append(plain_row(set_name, temp, plain))
             for (kind, k), runs in cells.items():
@@ -265,6 +272,7 @@ def bench(pair, args, progress=True) -> dict:
             "draft_head_rows": args.draft_head_rows,
             "adaptive": args.adaptive,
             "drafters": args.drafter,
+            "tree_widths": getattr(args, "tree_widths", None) or [1],
         },
         "step_costs": asdict(costs),
         "draft_head": {

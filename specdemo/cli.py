@@ -198,6 +198,13 @@ def add_bench_args(parser) -> None:
         help="with --dispatch: predict from the measured inputs of a recorded report "
         "(bench --dispatch --json) instead of measuring here",
     )
+    parser.add_argument(
+        "--tree-widths",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="tree widths per drafter (1: the chain; 2 and more: a fishbone of siblings)",
+    )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
 

@@ -116,3 +116,18 @@ def test_bench_writes_its_tables_with_step_costs(tmp_path, capsys):
     md = (out / "bench.md").read_text()
     assert md.startswith("| prompt_set") and "| best_k |" in md
     assert json.loads(capsys.readouterr().out)["rows"] == result["rows"]
+
+
+def test_bench_runs_each_drafter_at_each_tree_width(tmp_path):
+    out = tmp_path / "bench"
+    code = cli.main(
+        ["bench", *TINY, "--ks", "2", "--temperatures", "1", "--sets", "prose", "--per-set", "1",
+         "--max-new-tokens", "16", "--drafter", "model", "--tree-widths", "1", "3", "--no-peer",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads((out / "bench.json").read_text())
+    assert result["settings"]["tree_widths"] == [1, 3]
+    rows = {r["drafter"]: r for r in result["rows"]}
+    assert set(rows) == {"model", "model, tree 3"}
+    assert all(r["tokens_per_pass"] >= 1 for r in rows.values())
