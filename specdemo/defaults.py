@@ -18,6 +18,7 @@ DEFAULTS = {
     "seed": 0,
     "drafter": "model",
     "adaptive": False,
+    "tree_width": 1,  # guesses tried per position: 1 is the chain (engine.speculative_generate)
 }
 
 

@@ -30,6 +30,7 @@ class RunConfig:
     seed: int = DEFAULTS["seed"]
     drafter: str = DEFAULTS["drafter"]
     adaptive: bool = DEFAULTS["adaptive"]
+    tree_width: int = DEFAULTS["tree_width"]  # 1: a chain; more: a fishbone of siblings
 
     def __post_init__(self):
         if not self.prompt.strip():
@@ -45,6 +46,7 @@ class RunConfig:
         _check_range("Seed", self.seed, *LIMITS["seed"])
         if not isinstance(self.drafter, str) or self.drafter not in DRAFTERS:
             raise ValueError(f"Drafter must be one of {', '.join(DRAFTERS)}; got {self.drafter!r}.")
+        _check_range("Tree width", self.tree_width, *LIMITS["tree_width"])
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -70,6 +72,7 @@ def parse_run(
     drafter=DEFAULTS["drafter"],
     adaptive=DEFAULTS["adaptive"],
     auto_k=False,
+    tree_width=DEFAULTS["tree_width"],
 ) -> RunConfig:
     """Raw widget values (or anything an API caller sends) -> RunConfig, or a clear ValueError.
 
@@ -89,6 +92,7 @@ def parse_run(
         seed=_number("Seed", seed, integer=True),
         drafter=drafter,
         adaptive=adaptive,
+        tree_width=_number("Tree width", tree_width, integer=True),
     )
 
 

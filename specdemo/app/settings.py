@@ -20,6 +20,7 @@ LIMITS = {
     "max_new_tokens": (1, 1024),
     "seed": (0, 2**32 - 1),
     "n": (100, 100_000),
+    "tree_width": (1, 4),
 }
 # The library's defaults as widget values: a widget has no None, so top_p = 1.0 and top_k = 0 say
 # "off" (parse_run maps them back). `n` is the app's own: the exactness tab's sample count.

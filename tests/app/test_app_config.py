@@ -27,6 +27,7 @@ VALID = {
     "drafter": "model",
     "adaptive": False,
     "auto_k": False,
+    "tree_width": 1,
 }
 BAD_INPUT = [
     ({"prompt": ""}, "prompt is empty"),
@@ -60,6 +61,9 @@ BAD_INPUT = [
     ({"adaptive": "yes"}, "Adaptive K must be true or false"),
     ({"auto_k": "yes"}, "Auto K must be true or false"),
     ({"k": "automatic"}, "K must be a number"),
+    ({"tree_width": 0}, "Tree width must be between 1 and 4"),
+    ({"tree_width": 5}, "Tree width must be between 1 and 4"),
+    ({"tree_width": 1.5}, "Tree width must be a whole number"),
 ]
 
 

@@ -135,6 +135,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         max_new_tokens=config.max_new_tokens,
         generator=generator,
         stats=run.stats,
+        tree_width=config.tree_width,
     )
     for r, seconds in timed(rounds):
         run.seconds += seconds

@@ -31,6 +31,7 @@ class RunRecord:
     top_k: int | None = None
     drafter: str = "model"
     adaptive: bool = False
+    tree_width: int = 1  # 1: a chain
     seed: int = 0
     max_new_tokens: int = 0
     # Acceptance, measured.
@@ -92,6 +93,7 @@ class RunRecord:
             top_k=config.top_k,
             drafter=config.drafter,
             adaptive=config.adaptive,
+            tree_width=config.tree_width,
             seed=config.seed,
             max_new_tokens=config.max_new_tokens,
             kept_rate=s.kept_rate,
@@ -150,8 +152,9 @@ class RunRecord:
 
     @property
     def group(self) -> tuple:
-        """The runs one colour and one pair of curves stand for: drafter, adaptive, temperature."""
-        return self.drafter, self.adaptive, self.temperature
+        """The runs one colour and one pair of curves stand for: drafter, adaptive, temperature,
+        tree width."""
+        return self.drafter, self.adaptive, self.temperature, self.tree_width
 
     @property
     def costs(self) -> StepCosts | None:

@@ -44,7 +44,8 @@ def generate(
     pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
-    adaptive=DEFAULTS["adaptive"], show_rejected=True, fresh=False, session=None,
+    adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], show_rejected=True,
+    fresh=False, session=None,
 ):  # fmt: skip
     """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS).
     A race already measured with the same pair, prompt, settings and seed is replayed from its
@@ -54,7 +55,7 @@ def generate(
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_race(
             pair, prompt, system, k, auto_k, temperature, top_p, top_k, max_new_tokens, seed,
-            drafter, adaptive, since,
+            drafter, adaptive, tree_width, since,
         )  # fmt: skip
     session = Session() if session is None else session
     stored = replay.stored_race(pair, request)
@@ -121,7 +122,8 @@ def sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    fresh=False, session=None, progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
+    tree_width=DEFAULTS["tree_width"], fresh=False, session=None,
+    progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
 ):  # fmt: skip
     """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
     Each further cell is a call of ``sweep_next`` of its own, so other people's runs take the
@@ -131,7 +133,7 @@ def sweep(
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_sweep(
             pair, prompt, system, ks, temperatures, top_p, top_k, max_new_tokens, seed, drafter,
-            adaptive, since,
+            adaptive, tree_width, since,
         )  # fmt: skip
         request.check()
     session = Session() if session is None else session

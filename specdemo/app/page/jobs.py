@@ -68,11 +68,11 @@ def parse_race(
     pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
-    adaptive=DEFAULTS["adaptive"], since=0.0,
+    adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], since=0.0,
 ) -> Race:  # fmt: skip
     config = parse_run(
         prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
-        auto_k,
+        auto_k, tree_width,
     )  # fmt: skip
     return Race(config, tuple(encode(pair, config)), since, budget=gpu.budget_of(pair))
 
@@ -119,11 +119,12 @@ class Sweep:
 def parse_sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
-    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"], since=0.0,
+    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
+    tree_width=DEFAULTS["tree_width"], since=0.0,
 ) -> Sweep:  # fmt: skip
     config = parse_run(
         prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
-        drafter=drafter, adaptive=adaptive,
+        drafter=drafter, adaptive=adaptive, tree_width=tree_width,
     )  # fmt: skip
     ks, temperatures = parse_grid(ks, temperatures)
     ids = tuple(encode(pair, config))

@@ -85,7 +85,7 @@ def results_table(runs: list[RunRecord]) -> list[list]:
             i,
             f"auto ({r.mean_k:.1f})" if r.k == "auto" else r.k,
             r.temperature,
-            DRAFTERS[r.drafter],
+            DRAFTERS[r.drafter] + (f", tree {r.tree_width}" if r.tree_width > 1 else ""),
             round(r.kept_rate, 3),
             round(r.tokens_per_pass, 2),
             _maybe(r.expected_tokens_per_pass, 2),

@@ -95,6 +95,13 @@ def generate_tab(
                     DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
                 )
                 w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
+            w["tree_width"] = slider(
+                "tree_width",
+                "Tree width",
+                "Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
+                "draft's q, judged exactly in the same target pass",
+                elem_id="tree-width",
+            )
     if examples:
         gr.Examples(
             [[e["prompt"], e.get("drafter", "model")] for e in examples],

@@ -86,6 +86,19 @@ def test_generation_streams_coloured_spans_then_records_the_run(pair):
     assert not os.path.exists(last["csv_file"])
 
 
+def test_a_tree_race_keeps_siblings_and_names_its_width(pair):
+    """Tree width 3 at T = 1: some rounds keep a sibling, shown as an accepted draft; the run is
+    recorded with its width, and the results and the charts name it."""
+    session = Session()
+    settings = {**VALID, "temperature": 1.0, "k": 2, "tree_width": 3, "max_new_tokens": 48}
+    *_, last = handlers.generate(pair, **settings, session=session)
+    last = by_name(handlers.GENERATE_OUTPUTS, last)
+    record = session.runs[0]
+    assert record.tree_width == 3 and record.group[-1] == 3
+    assert "tree 3" in last["results"][0][3]
+    discard(session)
+
+
 def test_sweep_records_each_cell_as_it_finishes(pair):
     session = Session()
     updates = [
