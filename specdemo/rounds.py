@@ -34,6 +34,8 @@ class Round:
     # A tree round (engine tree_width > 1): the sibling kept after draft[n_accepted] was
     # rejected, if one was; it is tokens[n_accepted], and the bonus follows it.
     sibling: int | None = None
+    # Per chain position, the siblings tried after its token was rejected (``tree.Trial``).
+    siblings_tried: tuple[tuple, ...] = ()
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
@@ -63,6 +65,7 @@ class Round:
             k_asked=k_asked,
             source=proposal.source,
             sibling=getattr(verdict, "sibling", None),
+            siblings_tried=tuple(tuple(d[1:]) for d in getattr(verdict, "trials", ())),
         )
 
     @property

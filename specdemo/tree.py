@@ -125,6 +125,10 @@ class TreeVerdict:
     sibling: int | None  # the sibling kept at depth n_accepted + 1, if one was
     rows: list[int]  # the target's rows of the kept nodes, root first
     trials: list[list[Trial]] = field(default_factory=list)  # per depth tried, every child
+    # The chain's rows as a chain round's verdict has them: p (K + 1, vocab) at each chain
+    # position (the root and the chain nodes), q (K, vocab).
+    p: torch.Tensor | None = None
+    q: torch.Tensor | None = None
 
     @property
     def k(self) -> int:
@@ -190,4 +194,6 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> TreeVe
         sibling=sibling,
         rows=[0, *range(1, n + 1)] + ([row] if sibling is not None else []),
         trials=trials,
+        p=p[: len(tree.chain) + 1],
+        q=q,
     )

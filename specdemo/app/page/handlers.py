@@ -205,10 +205,11 @@ def exactness(
 def step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
+    tree_width=STEP_DEFAULTS["tree_width"],
 ):  # fmt: skip
     """One round after the context in `state`, explained (STEP_OUTPUTS)."""
     with user_errors():
-        request = jobs.parse_step(pair, prompt, k, temperature, seed, drafter, state)
+        request = jobs.parse_step(pair, prompt, k, temperature, seed, drafter, state, tree_width)
         gpu.check(request)
     return work.tasks(pair).step(request, state)
 

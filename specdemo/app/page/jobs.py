@@ -192,8 +192,10 @@ class StepThrough:
 def parse_step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
+    tree_width=STEP_DEFAULTS["tree_width"],
 ) -> StepThrough:  # fmt: skip
-    config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter)
+    config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter,
+                       tree_width=tree_width)  # fmt: skip
     if not isinstance(config.k, int):
         lo, hi = LIMITS["k"]
         raise ValueError(

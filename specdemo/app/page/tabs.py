@@ -36,6 +36,12 @@ def top_p_slider(defaults=DEFAULTS) -> gr.Slider:
     return gr.Slider(0.05, 1.0, value=defaults["top_p"], step=0.05, label="Top-p", info="1 = off")
 
 
+def tree_width_slider(defaults=DEFAULTS) -> gr.Slider:
+    info = ("Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
+            "draft's q, judged exactly in the same target pass")  # fmt: skip
+    return slider("tree_width", "Tree width", info, defaults=defaults)
+
+
 def seed_box() -> gr.Number:
     return gr.Number(DEFAULTS["seed"], label="Seed", precision=0, minimum=0)
 
@@ -95,13 +101,7 @@ def generate_tab(
                     DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
                 )
                 w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
-            w["tree_width"] = slider(
-                "tree_width",
-                "Tree width",
-                "Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
-                "draft's q, judged exactly in the same target pass",
-                elem_id="tree-width",
-            )
+            w["tree_width"] = tree_width_slider()
     if examples:
         gr.Examples(
             [[e["prompt"], e.get("drafter", "model")] for e in examples],
@@ -223,6 +223,7 @@ def step_tab(first: str) -> dict:
             with gr.Row():
                 w["seed"] = seed_box()
                 w["drafter"] = drafter_radio()
+            w["tree_width"] = tree_width_slider(STEP_DEFAULTS)
     with gr.Row():
         w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
         w["reset"] = gr.Button("Reset", elem_id="reset-step")

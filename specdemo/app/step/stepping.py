@@ -105,6 +105,7 @@ def next_round(
         generator=generator,
         on_verdict=verdicts.append,
         stats=stats,
+        tree_width=config.tree_width,
     )
     with contextlib.closing(rounds):
         r = next(rounds)
@@ -147,11 +148,17 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
         return scope
     p = verdict.p[i].double()
     q = verdict.q[i].double() if kind == "rejected" else None
+    if r.sibling is not None or any(r.siblings_tried):  # a tree: siblings were tried here
+        # The next token came from the row of a kept sibling, or from what the siblings'
+        # rejections left of p: that is the distribution shown as drawn from.
+        return _fill(scope, tokenizer, p, q, drawn_from=verdict.next_dist.double())
     return _fill(scope, tokenizer, p, q)
 
 
-def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None) -> Microscope:
-    """The microscope's numbers from (vocab,) float64 p and q (q None: p only)."""
+def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
+          drawn_from: torch.Tensor | None = None) -> Microscope:  # fmt: skip
+    """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `drawn_from`
+    replaces the residual when the next token came from elsewhere (a tree's siblings)."""
     score = p if q is None else torch.maximum(p, q)
     shown = [t for t in (scope.drafted, scope.drawn) if t is not None]
     for t in torch.topk(score, min(TOP_TOKENS, score.numel())).indices.tolist():
@@ -161,6 +168,8 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None)
     rows = {"p": p, "residual": p}
     if q is not None:
         rows = {"p": p, "q": q, "overlap": torch.minimum(p, q), "residual": residual(p, q)}
+    if drawn_from is not None:
+        rows["residual"] = drawn_from
     values = {name: row[shown].tolist() for name, row in rows.items()}
     labels = token_labels(tokenizer, shown)
     # The rest of the vocabulary as one bar, so that each kind of bar sums to the whole.
@@ -201,6 +210,12 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
                 verdict,
             ]
         )
+        # A tree's siblings at this position, tried in turn: q without the earlier children,
+        # p what the earlier rejections left.
+        for j, t in enumerate(r.siblings_tried[i] if i < len(r.siblings_tried) else ()):
+            verdict = "accepted (sibling)" if t.kept else "rejected (sibling)"
+            cells = [prob(t.q_x), prob(t.p_x), prob(t.accept_prob), prob(t.u), verdict]
+            rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells])
     verdict = (
         "plain target step (no guesses, from p)"
         if not r.k
@@ -210,7 +225,7 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
     )
     if outside:
         verdict += ", a token the draft cannot propose"
-    rows.append([r.n_accepted + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
+    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
     return rows
 
 

@@ -145,6 +145,22 @@ def test_step_keeps_its_context_until_reset(pair):
     assert reset["state"] is None and reset["text"] == []
 
 
+def test_step_through_shows_a_trees_siblings(pair):
+    """Tree width 3: the table lists the siblings tried after a rejected guess, in order, each
+    with q without the earlier children and the p left; a kept sibling is followed by a bonus."""
+    state, seen_sibling, kept = None, False, False
+    for _ in range(12):
+        out = handlers.step(pair, PROMPT, 2, 1.0, 0, "model", state, tree_width=3)
+        out = by_name(handlers.STEP_OUTPUTS, out)
+        state = out["state"]
+        siblings = [row for row in out["table"] if "sibling" in str(row[0])]
+        seen_sibling |= bool(siblings)
+        if any(row[-1] == "accepted (sibling)" for row in siblings):
+            kept = True
+            assert out["table"][-1][-1].startswith("bonus")
+    assert seen_sibling and kept
+
+
 def test_a_mistaken_rules_failure_shows_in_the_residuals_and_the_exact_rules_does_not(pair):
     from specdemo.app.charts import RESIDUAL_BAND
 
