@@ -38,6 +38,7 @@ CSS = (
 /* token_pane: each token a .tok with its kind as a class, in the text and its legend. */
 .token-pane .tok-text {
   font-size: calc(1.2 * var(--text-md)); line-height: 2.1; white-space: pre-wrap;
+  overflow-wrap: anywhere;  /* a long run of tokens without a space still wraps on a phone */
 }
 .token-pane .tok { color: black; border-radius: var(--radius-sm); margin: 0 1px; padding: 0 1px; }
 .token-pane .tok-legend { margin-bottom: var(--size-2); }

@@ -129,7 +129,7 @@ def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     rejected = phone.locator("#spec-pane .tok-text del.tok.rejected")
     if PAIR == "tiny":
         assert rejected.count() > 0
-    for said in rejected.all_inner_texts():
+    for said in rejected.all_text_contents():
         assert said.startswith("rejected draft: ")
     if rejected.count():
         assert "rejected draft: " in phone.locator("#spec-pane .tok-text").aria_snapshot()
