@@ -418,6 +418,25 @@ def auto_by_cpu() -> str:
     return table(["prompts", "T", "AVX512-BF16, NF4", "AVX2 (emulated), int4"], rows)
 
 
+# ------------------------------------------------------------------- token trees (trees.json)
+
+
+def trees() -> str:
+    """Chains against fishbones at the same K: tokens per target pass and speed."""
+    result = load("trees.json")
+    rows = []
+    for r in result["rows"]:
+        width = int(r["drafter"].rsplit(" ", 1)[1]) if ", tree " in r["drafter"] else 1
+        rows.append([
+            r["prompt_set"], temp(r["temperature"]), r["k"], width,
+            f"{r['tokens_per_pass']:.2f}", f"{r['alpha']:.2f}", f"{r['baseline_tok_s']:.2f}",
+            f"{r['ours_tok_s']:.2f}", f"**{x(r['speedup'])}**",
+        ])  # fmt: skip
+    header = ["set", "T", "K", "tree width", "tokens/pass", "α (chain)", "`generate` tok/s",
+              "ours tok/s", "**speedup**"]  # fmt: skip
+    return table(header, rows)
+
+
 # ------------------------------------------------------------------- start-up (startup.json)
 
 
@@ -631,6 +650,7 @@ TABLES = {
     "readme-laptops": readme_laptops,
     "auto-by-cpu": auto_by_cpu,
     "startup": startup,
+    "trees": trees,
     "speed-targets": speed_targets,
     "draft-vocab": draft_vocab,
     "auto-vocab": auto_vocab,

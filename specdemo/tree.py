@@ -29,9 +29,9 @@ def node_rule(p, q, children, passes: Callable[..., bool], renormalise: bool = T
 
     `passes(i, a, p_x, q_x)` says whether child i is kept, given its acceptance probability a
     (and p(x), q_i(x) as the rule sees them): the engine compares a fresh uniform, ``u < a``; an
-    exact enumeration follows both branches. Arithmetic
-    only, so p and q may be float64 tensors or arrays of ``fractions.Fraction``. Returns (the
-    kept child's index, or None; the p the next token is drawn from when none was kept).
+    exact enumeration follows both branches. Arithmetic only, so p and q may be float64 tensors
+    or arrays of ``fractions.Fraction``. Returns (the kept child's index, or None; the p the
+    next token is drawn from when none was kept).
     `renormalise=False` is the i.i.d. rule (SpecInfer's), wrong for children drawn without
     replacement: kept for the tests that show it fails.
     """
