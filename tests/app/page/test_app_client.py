@@ -29,6 +29,7 @@ GENERATE = {
     "seed": 0,
     "drafter": "model",
     "adaptive": False,
+    "tree_width": 1,
     "show_rejected": True,
 }
 SWEEP = {
@@ -42,6 +43,7 @@ SWEEP = {
     "seed": 0,
     "drafter": "model",
     "adaptive": False,
+    "tree_width": 1,
 }
 
 
@@ -219,7 +221,7 @@ def test_bad_exactness_input_comes_back_as_a_clear_error(shared_client):
 
 def test_nan_is_refused_with_a_message(url):
     """gradio_client cannot send NaN (strict JSON), but a raw HTTP caller can."""
-    values = [PROMPT, "", 4, False, float("nan"), 1.0, 0, 8, 0, "model", False, True, False]
+    values = [PROMPT, "", 4, False, float("nan"), 1.0, 0, 8, 0, "model", False, 1, True, False]
     body = json.dumps({"data": values})  # Python writes the NaN literal
     with httpx.Client(base_url=url, timeout=30) as http:
         event = http.post(
