@@ -197,3 +197,67 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> TreeVe
         p=p[: len(tree.chain) + 1],
         q=q,
     )
+
+
+def first_token_samples(
+    p: torch.Tensor, q: torch.Tensor, n: int, width: int, generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n independent first tokens of a tree round whose root has `width` children drawn from the
+    (vocab,) q without replacement and tried in order against the (vocab,) p by ``node_rule``'s
+    rule: (the (n,) tokens, the (n,) mask of draws that kept one of the draft's children).
+
+    Vectorised over the draws by a closed form of the rule: after children c_1..c_i are
+    rejected, what is left of p is max(0, p − t·q) / N(t) for one threshold t per draw
+    (t_1 = 0, t_(i+1) = t_i + N(t_i) / S_i, with S_i = 1 − Σ_(j<i) q(c_j) the mass of q_i), and
+    a rejected child's own residual is already 0. N(t) and draws from the residual come from p
+    and q sorted by p/q; a child is drawn from q by inverse CDF with the earlier children's
+    intervals skipped. tests/test_tree.py checks it against ``node_rule`` enumerated exactly."""
+    dev = p.device
+    p, q = p.double() / p.double().sum(), q.double() / q.double().sum()
+    ratio = torch.where(p > 0, torch.where(q > 0, p / q.clamp_min(1e-300), torch.inf), 0.0)
+    order = torch.argsort(ratio, descending=True)
+    descending = -ratio[order]  # ascending, for searchsorted
+    big_p, big_q = p[order].cumsum(0), q[order].cumsum(0)
+    cdf_q = q.cumsum(0)
+    last_q = int((q > 0).nonzero().max())
+    support = int((q > 0).sum())
+
+    def mass(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(how many sorted tokens have p/q > t, N(t) = Σ max(0, p − t·q))."""
+        k = torch.searchsorted(descending, -t.contiguous())
+        j = (k - 1).clamp_min(0)
+        return k, torch.where(k > 0, big_p[j] - t * big_q[j], torch.zeros_like(t))
+
+    t = torch.zeros(n, dtype=torch.float64, device=dev)
+    left = torch.ones(n, dtype=torch.float64, device=dev)  # N(t): what is left of p
+    s = torch.ones(n, dtype=torch.float64, device=dev)  # q's mass without the tried children
+    tried = torch.empty((n, 0), dtype=torch.long, device=dev)
+    out = torch.full((n,), -1, dtype=torch.long, device=dev)
+    alive = torch.ones(n, dtype=torch.bool, device=dev)
+    for _ in range(min(width, support)):
+        # The next child: inverse CDF of q at u·S, each tried child's interval skipped.
+        v = torch.rand(n, generator=generator, dtype=torch.float64, device=dev) * s
+        for c in torch.sort(tried, dim=1).values.T:
+            v = torch.where(cdf_q[c] - q[c] <= v, v + q[c], v)
+        child = torch.searchsorted(cdf_q, v, right=True).clamp_max(last_q)
+        p_x = (p[child] - t * q[child]).clamp_min(0) / left
+        a = torch.clamp(p_x / (q[child] / s), max=1.0)
+        u = torch.rand(n, generator=generator, dtype=torch.float64, device=dev)
+        keep = alive & (u < a)
+        out = torch.where(keep, child, out)
+        alive = alive & ~keep
+        t = torch.where(alive, t + left / s, t)
+        s = torch.where(alive, s - q[child], s)
+        left = torch.where(alive, mass(t)[1], left)
+        tried = torch.cat([tried, child[:, None]], dim=1)
+    # Draws that rejected every child: the residual max(0, p − t·q) / N(t), by inverse CDF
+    # over the tokens sorted by p/q (C(j) = P_j − t·Q_j rises while p/q > t).
+    k, left = mass(t)
+    v = torch.rand(n, generator=generator, dtype=torch.float64, device=dev) * left
+    lo, hi = torch.zeros_like(k), (k - 1).clamp_min(0)
+    while bool((lo < hi).any()):  # the first j with C(j) > v
+        mid = (lo + hi) // 2
+        above = big_p[mid] - t * big_q[mid] > v
+        hi, lo = torch.where(above, mid, hi), torch.where(above, lo, mid + 1)
+    out = torch.where(alive, order[lo], out)
+    return out, ~alive

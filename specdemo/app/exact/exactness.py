@@ -28,6 +28,7 @@ from specdemo.sampling import (
     pad_vocab,
 )
 from specdemo.text import token_labels, token_text
+from specdemo.tree import first_token_samples as tree_first_tokens
 from specdemo.verify import first_token_samples
 
 GREEDY_CHECK_TOKENS = 64
@@ -59,6 +60,10 @@ class Exactness:
     detectable_tv: float = 0.0
     tv_rule: float = 0.0
     power_rule: float = 0.0
+    # A tree round tries up to `width` guesses for the first token, drawn from q without
+    # replacement (``tree.first_token_samples``); `kept` is the fraction of draws that kept one.
+    width: int = 1
+    kept: float | None = None
 
 
 @torch.inference_mode()
@@ -78,7 +83,16 @@ def measure(
     p = next_token_probs(pair.target, ids, config.sampling)
     q = next_token_probs(pair.draft, ids, config.sampling, drafter_head(pair.draft, ids))
     generator = generator or make_generator(config.seed, p.device)
-    speculative = first_token_samples(p, q, n, generator, rule).cpu()
+    width = config.tree_width
+    kept = None
+    if width > 1:  # the root of a tree round: its children judged by recursive rejection
+        vocab = max(p.shape[-1], q.shape[-1])
+        speculative, from_draft = tree_first_tokens(
+            pad_vocab(p, vocab), pad_vocab(q, vocab), n, width, generator
+        )
+        speculative, kept = speculative.cpu(), from_draft.double().mean().item()
+    else:
+        speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
     vocab = max(p.shape[-1], q.shape[-1])
@@ -110,6 +124,8 @@ def measure(
         detectable_tv=detectable_tv(p, n),
         tv_rule=0.5 * (ruled - p).abs().sum().item(),
         power_rule=power(p, ruled, n),
+        width=width,
+        kept=kept,
     )
 
 
@@ -228,17 +244,19 @@ def markdown(ex: Exactness, joint=None) -> str:
     the rule used, with the one sentence that says what that rule does."""
     rule = RULES[ex.rule]
     lines = [
-        f"**{rule.label}.** {rule.why}",
+        TREE_RULE if ex.width > 1 else f"**{rule.label}.** {rule.why}",
         "",
-        f"**First token, {ex.n:,} draws each.** Total-variation distance to the exact p: "
+        f"**First token, {ex.n:,} draws each{tree_words(ex.width)}.** Total-variation "
+        "distance to the exact p: "
         f"speculative **{ex.tv_speculative:.4f}**, direct **{ex.tv_direct:.4f}**. χ² goodness "
         f"of fit to p: speculative p-value **{pvalue(ex.p_value_speculative)}**, direct "
         f"**{pvalue(ex.p_value_direct)}**.",
     ]
     if joint is not None:
+        chain = ", chains of one guess a position," if ex.width > 1 else ""
         lines += [
             "",
-            f"**First two tokens, {joint.n:,} draws each**, rounds of K = {joint.k} "
+            f"**First two tokens, {joint.n:,} draws each**, rounds of K = {joint.k}{chain} "
             f"({ROUNDS[joint.k]}; the joint p(a)·p(b | a), "
             f"{joint.first_tokens} distinct first tokens): speculative p-value "
             f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
@@ -246,6 +264,18 @@ def markdown(ex: Exactness, joint=None) -> str:
     failed = min(ex.p_value_speculative, joint.p_value_speculative if joint else 1.0)
     lines += ["", verdict(ex, failed < SUSPICIOUS)]
     return "\n".join(lines)
+
+
+TREE_RULE = (
+    "**Exact, over a tree: try the guesses in the order drawn, each kept with min(1, p/q), where "
+    "q leaves out the guesses already tried and p is what the earlier rejections left, "
+    "max(0, p − q) normalised; if none is kept, draw from what is left of p.** This is "
+    "recursive rejection sampling without replacement; with one guess it is the chain's rule."
+)
+
+
+def tree_words(width: int) -> str:
+    return f", trees {width} guesses wide" if width > 1 else ""
 
 
 def verdict(ex: Exactness, failed: bool) -> str:
@@ -256,6 +286,13 @@ def verdict(ex: Exactness, failed: bool) -> str:
         f"The draft's first token is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
         "the rest of the time the target resamples from the residual max(0, p − q)."
     )
+    if ex.kept is not None:
+        kept = (
+            f"Each draw tried up to {ex.width} of the draft's guesses for the first token, drawn "
+            f"from q without replacement: one was kept in {ex.kept:.0%} of the draws, where the "
+            f"first guess alone is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
+            "the rest of the time the target draws from what is left of p."
+        )
     reach = (
         f"With {ex.n:,} draws this check catches, with {POWER:.0%} probability, any departure "
         f"from p of total variation {ex.detectable_tv:.3f} or more; smaller ones it cannot see."

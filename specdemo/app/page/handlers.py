@@ -192,12 +192,14 @@ def toggle_rejected(show_rejected, session: Session) -> list[tuple[str, str]]:
 def exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
-    rule=EXACT_DEFAULTS["rule"],
+    rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
 ):  # fmt: skip
     """Draws of the first token and of the first two through the chosen acceptance rule and
     straight from p, against the exact p; then the greedy check (EXACTNESS_OUTPUTS)."""
     with user_errors():
-        request = jobs.parse_exactness(pair, prompt, temperature, top_p, k, n, seed, rule)
+        request = jobs.parse_exactness(
+            pair, prompt, temperature, top_p, k, n, seed, rule, tree_width
+        )
         gpu.check(request)
     return work.tasks(pair).exactness(request)
 

@@ -164,10 +164,16 @@ class ExactnessCheck:
 def parse_exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
-    rule=EXACT_DEFAULTS["rule"],
+    rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
 ) -> ExactnessCheck:  # fmt: skip
-    config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed)
+    config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed,
+                       tree_width=tree_width)  # fmt: skip
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
+    if config.tree_width > 1 and rule.name != EXACT_DEFAULTS["rule"]:
+        raise ValueError(
+            "The mistaken rules are chain rules: set Tree width to 1 to try them, or keep the "
+            "exact rule to check a tree."
+        )
     bound = gpu.MAX_FIRST_TOKENS if gpu.limited() else None
     ids = tuple(encode(pair, config))
     return ExactnessCheck(config, ids, n, rule, bound, gpu.budget_of(pair))

@@ -185,7 +185,9 @@ def exact_tab(first: str) -> dict:
                     "k", "K", "drafts a round: two-token and greedy checks", defaults=EXACT_DEFAULTS
                 )
                 w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
-            w["seed"] = seed_box()
+            with gr.Row():
+                w["tree_width"] = tree_width_slider(EXACT_DEFAULTS)
+                w["seed"] = seed_box()
     w["rule"] = gr.Radio(
         [(rule.label, name) for name, rule in RULES.items()],
         value=EXACT_DEFAULTS["rule"],

@@ -129,6 +129,25 @@ def test_a_mistaken_rule_needs_sampling_and_a_known_name(pair):
         handlers.exactness(pair, PROMPT, temperature=0.0, rule="always-accept")
     with pytest.raises(gr.Error, match="Rule must be one of"):
         handlers.exactness(pair, PROMPT, rule="accept-when-lucky")
+    with pytest.raises(gr.Error, match="mistaken rules are chain rules"):
+        handlers.exactness(pair, PROMPT, rule="always-accept", tree_width=2)
+
+
+def test_the_exactness_check_takes_a_tree_width(pair):
+    """Trees three guesses wide: the first token's draws follow p, more of them keep a guess
+    than the chain's first guess alone, and the summary says so."""
+    _, _, summary, greedy, details = handlers.exactness(
+        pair, PROMPT, 1.0, 1.0, 2, 20_000, 3, tree_width=3
+    )
+    sampling = details["sampling"]
+    assert sampling["width"] == 3 and sampling["p_value_speculative"] > 1e-3
+    assert sampling["kept"] > sampling["first_accept"] + 0.02  # 20,000 draws: s.e. ≤ 0.0035
+    assert "trees 3 guesses wide" in summary and "up to 3 of the draft's guesses" in summary
+    assert (
+        "chains of one guess a position" in summary
+        and "without replacement" in summary
+        and "identical" in greedy
+    )
 
 
 def test_step_keeps_its_context_until_reset(pair):
