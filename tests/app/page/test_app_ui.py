@@ -35,7 +35,7 @@ def test_each_endpoint_takes_its_handlers_parameters_and_fills_its_outputs(app):
         assert [p["parameter_name"] for p in api[f"/{name}"]["parameters"]] == shown, name
         assert len(found[name]["outputs"]) == len(outputs), name
     assert len(found["reset_step"]["outputs"]) == len(handlers.STEP_OUTPUTS)
-    rule = api["/exactness"]["parameters"][-1]
+    rule = next(x for x in api["/exactness"]["parameters"] if x["parameter_name"] == "rule")
     assert rule["label"] == "Acceptance rule" and rule["parameter_default"] == "exact"
 
 
