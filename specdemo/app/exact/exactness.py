@@ -83,10 +83,10 @@ def measure(
     p = next_token_probs(pair.target, ids, config.sampling)
     q = next_token_probs(pair.draft, ids, config.sampling, drafter_head(pair.draft, ids))
     generator = generator or make_generator(config.seed, p.device)
+    vocab = max(p.shape[-1], q.shape[-1])
     width = config.tree_width
     kept = None
     if width > 1:  # the root of a tree round: its children judged by recursive rejection
-        vocab = max(p.shape[-1], q.shape[-1])
         speculative, from_draft = tree_first_tokens(
             pad_vocab(p, vocab), pad_vocab(q, vocab), n, width, generator
         )
@@ -95,7 +95,6 @@ def measure(
         speculative = first_token_samples(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
-    vocab = max(p.shape[-1], q.shape[-1])
     p, q = pad_vocab(p, vocab).double().cpu(), pad_vocab(q, vocab).double().cpu()
     p, q = p / p.sum(), q / q.sum()
     counts_s = torch.bincount(speculative, minlength=vocab).double()

@@ -21,7 +21,7 @@ from specdemo.app.settings import (
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
 )
-from specdemo.sampling import AcceptanceRule
+from specdemo.sampling import EXACT, AcceptanceRule
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def parse_exactness(
     config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed,
                        tree_width=tree_width)  # fmt: skip
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
-    if config.tree_width > 1 and rule.name != EXACT_DEFAULTS["rule"]:
+    if config.tree_width > 1 and rule != EXACT:
         raise ValueError(
             "The mistaken rules are chain rules: set Tree width to 1 to try them, or keep the "
             "exact rule to check a tree."
