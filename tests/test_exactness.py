@@ -4,7 +4,7 @@ Toy LMs over 4-6 tokens make the exact probability of every continuation computa
 draws 8,000 speculative continuations through the real engine, long enough that the first round
 runs its full K, and they must fit (p > 0.001). The test's power: at that N each case catches
 any departure of total variation 0.06 or more with probability 0.95 whatever its shape
-(``exactness.detectable_tv``, test_each_case_sees_a_small_departure), and deliberately wrong
+(``chi_square.detectable_tv``, test_each_case_sees_a_small_departure), and deliberately wrong
 rules fail it: the classic mistakes of ``sampling.RULES`` (accepting every draft, resampling
 from p instead of the residual, drafting greedily with the softmax as q) and a KV cache rollback
 that keeps one rejected draft, each at p < 1e-10 at this N.
@@ -18,7 +18,7 @@ import torch
 from conftest import ToyLM, ToyStaticCache, toy_tables
 
 from specdemo import draft_step, engine
-from specdemo.app.exact import exactness
+from specdemo.app.exact import chi_square
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
 from specdemo.lm import head_over
@@ -87,10 +87,10 @@ def draw(target, make, prompt, k, config, length, n=N_DRAWS, seed=0, rule=EXACT,
 
 
 def chi2_pvalue(counts: dict, dist: dict) -> float:
-    """The app's χ² goodness of fit (``exactness.chi2_pvalue``) over the continuations."""
+    """The app's χ² goodness of fit (``chi_square.chi2_pvalue``) over the continuations."""
     assert set(counts) <= set(dist), "drew a continuation the target gives probability 0"
     observed = torch.tensor([counts.get(seq, 0) for seq in dist], dtype=torch.double)
-    return exactness.chi2_pvalue(observed, torch.tensor(list(dist.values()), dtype=torch.double))
+    return chi_square.chi2_pvalue(observed, torch.tensor(list(dist.values()), dtype=torch.double))
 
 
 def model_drafter(draft: ToyLM, **kwargs):
@@ -293,7 +293,7 @@ def test_each_case_sees_a_small_departure():
     target's by DETECTABLE_TV in total variation fails a case 95% of the time or more."""
     for name, (target, _, prompt, _, config, length) in CASES.items():
         exact = torch.tensor(list(exact_distribution(target, prompt, config, length).values()))
-        assert exactness.detectable_tv(exact.double(), N_DRAWS) <= DETECTABLE_TV, name
+        assert chi_square.detectable_tv(exact.double(), N_DRAWS) <= DETECTABLE_TV, name
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specdemo.app.exact.exactness import MIN_EXPECTED, chi2_pvalue
+from specdemo.app.exact.chi_square import MIN_EXPECTED, chi2_pvalue
 from specdemo.drafters import drafter_head
 from specdemo.lm import forward
 from specdemo.sampling import (

@@ -8,7 +8,7 @@ import torch
 from conftest import PROMPT
 
 from specdemo.app.config import encode, parse_run
-from specdemo.app.exact import exactness, joint
+from specdemo.app.exact import chi_square, exactness, joint
 from specdemo.engine import make_generator
 from specdemo.sampling import RULES
 
@@ -46,14 +46,14 @@ def test_exactness_check_catches_a_wrong_sampler(pair):
         q, 20_000, replacement=True, generator=torch.Generator().manual_seed(0)
     )
     counts = torch.bincount(drafts, minlength=len(p)).double()
-    assert exactness.chi2_pvalue(counts, p / p.sum()) < 1e-6
+    assert chi_square.chi2_pvalue(counts, p / p.sum()) < 1e-6
 
 
 def test_chi2_pools_rare_tokens_and_rejects_impossible_ones():
     p = torch.tensor([0.5, 0.5, 0.0], dtype=torch.double)
-    assert exactness.chi2_pvalue(torch.tensor([50.0, 50.0, 0.0]), p) == pytest.approx(1.0)
-    assert exactness.chi2_pvalue(torch.tensor([50.0, 49.0, 1.0]), p) == 0.0
-    assert exactness.chi2_pvalue(torch.tensor([7.0]), torch.tensor([1.0])) == 1.0
+    assert chi_square.chi2_pvalue(torch.tensor([50.0, 50.0, 0.0]), p) == pytest.approx(1.0)
+    assert chi_square.chi2_pvalue(torch.tensor([50.0, 49.0, 1.0]), p) == 0.0
+    assert chi_square.chi2_pvalue(torch.tensor([7.0]), torch.tensor([1.0])) == 1.0
 
 
 def test_greedy_check_finds_the_tiny_pair_identical(pair):
@@ -188,10 +188,10 @@ def test_each_rules_first_token_distribution_is_what_the_engine_draws(name):
     and it is p only for the exact rule."""
     from specdemo.verify import first_token_samples
 
-    expected = exactness.rule_distribution(P4, Q4, RULES[name])
+    expected = chi_square.rule_distribution(P4, Q4, RULES[name])
     draws = first_token_samples(P4, Q4, 40_000, make_generator(5, "cpu"), RULES[name])
     counts = torch.bincount(draws, minlength=4).double()
-    assert exactness.chi2_pvalue(counts, expected) > 1e-3
+    assert chi_square.chi2_pvalue(counts, expected) > 1e-3
     tv = 0.5 * float((expected - P4).abs().sum())
     assert (tv < 1e-12) == (name == "exact"), tv
 
@@ -202,17 +202,17 @@ def test_the_computed_power_is_the_rate_at_which_checks_catch_a_mistake():
     rule's checks at the false-alarm rate."""
     generator = make_generator(11, "cpu")
     for name, lo, hi in (("resample-from-p", 0.16, 0.30), ("exact", 0.0, 0.01)):
-        other = exactness.rule_distribution(P4, Q4, RULES[name])
-        computed = exactness.power(P4, other, 100)
+        other = chi_square.rule_distribution(P4, Q4, RULES[name])
+        computed = chi_square.power(P4, other, 100)
         caught = (
             sum(
-                exactness.chi2_pvalue(
+                chi_square.chi2_pvalue(
                     torch.bincount(
                         torch.multinomial(other, 100, True, generator=generator), None, 4
                     ).double(),
                     P4,
                 )
-                < exactness.SUSPICIOUS
+                < chi_square.SUSPICIOUS
                 for _ in range(400)
             )
             / 400
@@ -226,9 +226,9 @@ def test_any_departure_of_the_detectable_size_is_caught_with_95_percent():
     generator = torch.Generator().manual_seed(3)
     p = torch.softmax(torch.randn(40, generator=generator, dtype=torch.double) * 2, 0)
     n = 2_000
-    delta = exactness.detectable_tv(p, n)
+    delta = chi_square.detectable_tv(p, n)
     assert 0 < delta < 0.2
-    bins, _ = exactness.chi2_bins(p, n)
+    bins, _ = chi_square.chi2_bins(p, n)
     weak = 0
     for _ in range(50):
         direction = torch.randn(40, generator=generator, dtype=torch.double)
@@ -243,20 +243,20 @@ def test_any_departure_of_the_detectable_size_is_caught_with_95_percent():
             if other.min() < 0:
                 continue
             if at_least:
-                assert exactness.power(p, other, n) >= exactness.POWER - 1e-6
+                assert chi_square.power(p, other, n) >= chi_square.POWER - 1e-6
             else:
-                weak += exactness.power(p, other, n) < exactness.POWER
+                weak += chi_square.power(p, other, n) < chi_square.POWER
     assert weak > 25
 
 
 def verdict_for(rule: str, p_value: float, n: int = 100) -> str:
-    other = exactness.rule_distribution(P4, Q4, RULES[rule])
+    other = chi_square.rule_distribution(P4, Q4, RULES[rule])
     ex = exactness.Exactness(
         labels=["a", "(other)"], tokens=[0], p=[0.5, 0.5], speculative=[0.5, 0.5],
         direct=[0.5, 0.5], n=n, tv_speculative=0.01, tv_direct=0.01,
         p_value_speculative=p_value, p_value_direct=0.5, first_accept=0.6, rule=rule,
-        detectable_tv=exactness.detectable_tv(P4, n),
-        tv_rule=0.5 * float((other - P4).abs().sum()), power_rule=exactness.power(P4, other, n),
+        detectable_tv=chi_square.detectable_tv(P4, n),
+        tv_rule=0.5 * float((other - P4).abs().sum()), power_rule=chi_square.power(P4, other, n),
     )  # fmt: skip
     return exactness.markdown(ex)
 
@@ -271,7 +271,7 @@ def test_a_verdict_claims_only_what_its_check_showed():
     assert "A false alarm, most likely" in alarm and "1 check in 1,000" in alarm
     assert "do not follow p" not in alarm
     passed = verdict_for("exact", 0.4)
-    delta = exactness.detectable_tv(P4, 100)
+    delta = chi_square.detectable_tv(P4, 100)
     assert "No departure from p found" in passed and f"{delta:.3f} or more" in passed
     assert "follows p exactly" not in passed and "95% probability" in passed
     unseen = verdict_for("resample-from-p", 0.2)
@@ -288,6 +288,6 @@ def test_a_mistaken_rule_at_low_power_is_told_apart_from_a_pass(pair):
     config = parse_run(PROMPT, temperature=1.0)
     ex = exactness.measure(pair, config, 100, rule=RULES["resample-from-p"])
     assert 0.1 < ex.tv_rule < ex.detectable_tv and ex.power_rule < 0.1
-    assert ex.p_value_speculative >= exactness.SUSPICIOUS
+    assert ex.p_value_speculative >= chi_square.SUSPICIOUS
     text = exactness.markdown(ex)
     assert "Too little power here to see this mistake" in text and "No departure" not in text

@@ -1,4 +1,4 @@
-"""The live check's χ² (``exactness.chi2_bins``, ``chi2_pvalue``) raises false alarms at about its
+"""The live check's χ² (``chi_square.chi2_bins``, ``chi2_pvalue``) raises false alarms at about its
 nominal rate on the distributions the app meets.
 
 A first-token p at low temperature is one token at 0.9-0.99, a few runners-up and a tail of
@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from specdemo.app.exact.exactness import MIN_EXPECTED, SUSPICIOUS, chi2_bins, chi2_pvalue
+from specdemo.app.exact.chi_square import MIN_EXPECTED, SUSPICIOUS, chi2_bins, chi2_pvalue
 
 N = 20_000  # draws per check, as in the app
 CHECKS = 3_000  # simulated exact checks per shape
