@@ -15,9 +15,9 @@ On the embedded pair (or SPECDEMO_PAIR), for head sizes from 4k rows to the whol
 Each size gets a predicted speed, averaged over the sets: a round of K = 2 drafts at the pair's
 nominal acceptance ALPHA times the coverage with the text's ids, over 2 fitted draft steps and a
 3-token verify pass, all measured here. The default head size is the one with the most
-coverage among those predicted within 1% of the fastest whose copied rows stay within 5% of the
-pair's weights in memory. --answers reuses the held-out answers of an earlier run. Writes JSON
-with the machine it ran on; prints a table.
+coverage among those predicted within TOLERANCE of the fastest (its rows move to the top of the
+draft's own output layer, ``draft_vocab.rank_rows``, so no size costs memory). --answers reuses
+the held-out answers of an earlier run. Writes JSON with the machine it ran on; prints a table.
 """
 
 import argparse
@@ -47,6 +47,9 @@ EXAMPLES = ROOT / "specdemo" / "data" / "prompts.json"
 REPEATS = 15
 ALPHA = 0.75  # the pair's acceptance with a full head, between prose and code (BENCHMARKS)
 K = 2
+# Predicted speeds this close count as equal: from 16,384 rows up the prediction is flat within
+# 2%, and between two runs on one machine a size's ratio to the fastest moved by 0.6%.
+TOLERANCE = 0.02
 
 
 def held_out_answers(pair, max_new_tokens: int) -> dict[str, list[list[int]]]:
@@ -189,12 +192,8 @@ def main() -> int:
         ]
         row["predicted_tok_s"] = statistics.mean(speeds)
     fastest = max(r["predicted_tok_s"] for r in table)
-    weights = pair.summary.target_bytes + pair.summary.draft_bytes
-    row_bytes = draft.get_output_embeddings().weight[0].nbytes
-    for row in table:
-        row["copy_share_of_weights"] = row["rows"] * row_bytes / weights
-    near = [r for r in table if r["predicted_tok_s"] >= 0.99 * fastest and r["rows"] < vocab]
-    near = [r for r in near if r["copy_share_of_weights"] <= 0.05] or near
+    near = [r for r in table if r["predicted_tok_s"] >= (1 - TOLERANCE) * fastest]
+    near = [r for r in near if r["rows"] < vocab]
     chosen = max(near, key=lambda r: min(r["ranked_with_text"].values()))["rows"]
     accept = first_accept(pair, {
         "full head": None,
@@ -212,7 +211,8 @@ def main() -> int:
         "chosen_rows": chosen,
         "rule": f"predicted tokens/s: K = {K}, alpha = {ALPHA} x coverage with the text's ids, "
         "over K draft steps and a K + 1-token verify pass, mean over the sets; of the heads "
-        "within 1% of the fastest whose copy is at most 5% of the weights, the most coverage",
+        f"within {TOLERANCE:.0%} of the fastest, the most coverage (the default head's rows "
+        "move to the top of the draft's own output layer: no size copies any)",
         "target_ms": {n: 1000 * s for n, s in passes.items()},
         "first_32768_step_ms": ms["first 32768"],
         "head_ms_per_1000_rows": 1000 * fit.slope,

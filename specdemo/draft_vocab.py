@@ -25,7 +25,7 @@ from importlib.resources import files
 
 import torch
 
-from specdemo.lm import DraftHead, head_over
+from specdemo.lm import DraftHead, head_over, order_rows
 from specdemo.vocab import vocab_size
 
 RANKS_FILE = files("specdemo") / "data" / "token_ranks.json"
@@ -83,8 +83,17 @@ def head_ids(draft, rows: int) -> torch.Tensor:
     return torch.tensor(found.top(rows), dtype=torch.long, device=device)
 
 
-# draft model -> {(rows, the ranking used): DraftHead}: a frequency-ranked head copies its rows
-# once per process
+def rank_rows(draft) -> bool:
+    """Move the rows of the draft's default head (its ranking's most frequent ids) to the top of
+    its output layer, in place (``lm.order_rows``): that head is then a view of the draft's own
+    weights, copying nothing, and the model computes what it did before. ``load_pair`` does it
+    for every pair it loads; False where the vocabulary is not ranked or the rows cannot move."""
+    rows = default_rows(draft)
+    return bool(rows) and order_rows(draft, head_ids(draft, rows))
+
+
+# draft model -> {(rows, the ranking used): DraftHead}: a head copies its rows (where
+# ``rank_rows`` has not moved them to the top) once per process
 _heads: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -82,11 +82,12 @@ class DraftHead(torch.nn.Module):
     row of probabilities onto the whole vocabulary, ``covers`` says whether an id is held.
     """
 
-    def __init__(self, weight, ids, source, spare: int = 0, member=None):
+    def __init__(self, weight, ids, source, spare: int = 0, member=None, order=None):
         super().__init__()
         self.weight = torch.nn.Parameter(weight, requires_grad=False)  # (rows, hidden)
-        self.ids = ids  # (rows,) ascending token ids, on the weight's device
+        self.ids = ids  # (rows,) the token id of each row, on the weight's device
         self.source = source  # (vocab, hidden): the model's own output layer, read by `learn`
+        self.order = order  # (vocab,) the row of `source` holding each id (``order_rows``), or None
         self.vocab = source.shape[0]
         if member is None:
             member = torch.zeros(self.vocab, dtype=torch.bool, device=ids.device)
@@ -97,8 +98,8 @@ class DraftHead(torch.nn.Module):
         self.extra_weight = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
         self.extra_bias = torch.full((spare,), -torch.inf, dtype=weight.dtype, device=weight.device)
         self.all_ids = torch.cat([ids, torch.zeros(spare, dtype=ids.dtype, device=ids.device)])
-        # The first rows of the vocabulary, nothing spare: a logit's index is its token id.
-        self.prefix = not spare and bool(ids[-1] == len(ids) - 1)
+        # The first ids of the vocabulary in id order, nothing spare: a logit's index is its id.
+        self.prefix = not spare and torch.equal(ids, torch.arange(len(ids), device=ids.device))
 
     @property
     def rows(self) -> int:
@@ -107,7 +108,8 @@ class DraftHead(torch.nn.Module):
 
     def with_context(self, spare: int) -> "DraftHead":
         """A head with the same fixed rows (shared, not copied) and `spare` rows of its own."""
-        return DraftHead(self.weight.data, self.ids, self.source, spare, self.member.clone())
+        member = self.member.clone()
+        return DraftHead(self.weight.data, self.ids, self.source, spare, member, self.order)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = torch.nn.functional.linear(hidden, self.weight)
@@ -129,7 +131,7 @@ class DraftHead(torch.nn.Module):
         if not n:
             return
         slots = slice(self.learned, self.learned + n)
-        self.extra_weight[slots] = self.source[new]
+        self.extra_weight[slots] = self.source[new if self.order is None else self.order[new]]
         self.extra_bias[slots] = 0.0
         self.all_ids[self.rows + self.learned : self.rows + self.learned + n] = new
         self.member[new] = True
@@ -153,22 +155,84 @@ class DraftHead(torch.nn.Module):
 
 
 def head_over(model, ids: torch.Tensor) -> DraftHead:
-    """The model's output layer cut to the rows of token ids `ids` (any order given; kept
-    ascending). The first rows of the vocabulary are a view of the model's weights; any other
-    set is a copy of those rows."""
-    weight = model.get_output_embeddings().weight.detach()
-    ids = torch.sort(ids.to(device=weight.device, dtype=torch.long)).values
-    if bool(ids[-1] == len(ids) - 1):
-        rows = weight[: len(ids)]  # (rows, hidden), a view
+    """The model's output layer cut to the rows of token ids `ids` (any order given; kept in the
+    order of the layer's rows). Ids that fill the layer's first rows (the first ids, or the ids
+    ``order_rows`` moved there) are a view of the model's weights; any other set is a copy."""
+    layer = model.get_output_embeddings()
+    weight, order = layer.weight.detach(), getattr(layer, "order", None)
+    ids = ids.to(device=weight.device, dtype=torch.long)
+    at = torch.sort(ids if order is None else order[ids]).values  # the layer's rows
+    ids = at if order is None else order[at]
+    if bool(at[-1] == len(at) - 1):
+        rows = weight[: len(at)]  # (rows, hidden), a view
     else:
-        rows = weight.index_select(0, ids)  # (rows, hidden), a copy
-    return DraftHead(rows, ids, weight)
+        rows = weight.index_select(0, at)  # (rows, hidden), a copy
+    return DraftHead(rows, ids, weight, order=order)
 
 
 def cut_head(model, rows: int) -> DraftHead:
-    """The model's output layer cut to the first `rows` vocabulary rows, sharing its weights."""
+    """The model's output layer cut to the first `rows` token ids."""
     weight = model.get_output_embeddings().weight
     return head_over(model, torch.arange(rows, device=weight.device))
+
+
+class InIdOrder(torch.nn.Module):
+    """An embedding or output layer whose rows ``order_rows`` moved, called by token id as
+    before: an embedding looks each id up at its row, an output layer puts each row's logit back
+    at its id. `order` (vocab,) maps an id to its row and a row to its id (a set of swaps)."""
+
+    def __init__(self, layer: torch.nn.Module, order: torch.Tensor, output: bool):
+        super().__init__()
+        self.layer, self.output = layer, output
+        self.register_buffer("order", order, persistent=False)
+
+    @property
+    def weight(self) -> torch.nn.Parameter:
+        return self.layer.weight
+
+    def __setattr__(self, name, value) -> None:
+        if name == "weight":  # transformers' tie_weights sets it
+            self.layer.weight = value
+        else:
+            super().__setattr__(name, value)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.output:
+            return self.layer(x).index_select(-1, self.order)
+        return self.layer(self.order[x])
+
+
+@torch.no_grad()
+def order_rows(model, ids: torch.Tensor, chunk: int = 4096) -> bool:
+    """Move the output layer's rows of token ids `ids` to its first len(ids) rows, in place, so
+    that a head over them (``head_over``) is a view, as the first ids are: each kept id found
+    further down swaps rows with an id that is not kept. The output layer (and an input
+    embedding tied to it) then answer by token id through ``InIdOrder``, so the model computes
+    what it did before. Swaps go `chunk` rows at a time: the memory this needs while it runs is
+    2 × `chunk` rows, none after. Returns False, changing nothing, where the rows cannot move
+    (already moved, or a weight stored packed, as bitsandbytes' 4-bit)."""
+    layer = model.get_output_embeddings()
+    weight = getattr(layer, "weight", None)
+    if isinstance(layer, InIdOrder) or weight is None or not weight.is_floating_point():
+        return False
+    embedding = model.get_input_embeddings()
+    tied = embedding is not None and embedding.weight.data_ptr() == weight.data_ptr()
+    ids = ids.to(device=weight.device, dtype=torch.long).unique()
+    n, vocab = len(ids), weight.shape[0]
+    kept = torch.zeros(vocab, dtype=torch.bool, device=weight.device)
+    kept[ids] = True
+    below, above = (~kept[:n]).nonzero().flatten(), ids[ids >= n]  # as many of each
+    order = torch.arange(vocab, device=weight.device)
+    order[below], order[above] = above, below
+    for start in range(0, len(above), chunk):
+        a, b = above[start : start + chunk], below[start : start + chunk]
+        rows = weight[a]  # a copy
+        weight[a] = weight[b]
+        weight[b] = rows
+    model.set_output_embeddings(InIdOrder(layer, order, output=True))
+    if tied:
+        model.set_input_embeddings(InIdOrder(embedding, order, output=False))
+    return True
 
 
 def eos_ids(model) -> set[int]:

@@ -81,7 +81,40 @@ def test_the_docs_figures_are_what_the_measured_json_gives():
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     said = (
         f"{100 * text['code']:.1f}% of the target's code tokens, {100 * text['prose']:.1f}% of "
-        f"prose and {100 * text['copy']:.1f}% of copy-edits, where the first 32,768 ids hold "
+        f"prose and {100 * text['copy']:.1f}% of copy-edits, where the first "
+        f"{result['chosen_rows']:,} ids hold "
         f"{100 * first['code']:.1f}%, {100 * first['prose']:.1f}% and {100 * first['copy']:.1f}%"
     )
     assert said in readme
+
+
+def test_a_loaded_pair_drafts_from_its_ranked_rows_in_place_and_writes_what_a_copied_head_does(
+    monkeypatch,
+):
+    """load_pair moves the default head's rows to the top of the draft's output layer: the head
+    is then a view of the draft's own weights, and generation (T = 1, a fixed seed) writes the
+    same tokens, round by round, as the same draft with its rows copied out."""
+    from specdemo import generate
+    from specdemo.models import load_pair
+    from specdemo.vocab import vocab_size
+
+    pair = load_pair("tiny")
+    plain = pair.draft
+    vocab = vocab_size(plain)
+    ranked = tuple(reversed(range(vocab)))[:40]  # the last ids first: every row moves
+    ranking = draft_vocab.Ranking(vocab, ranked, rows=24)
+    monkeypatch.setattr(draft_vocab, "ranking", lambda: ranking)
+    copied = draft_vocab.draft_head(plain, 24)
+    assert copied.weight.data_ptr() != plain.get_output_embeddings().weight.data_ptr()
+    ids = [5, 17, 33, 8]
+    before = generate(pair.target, plain, ids, k=3, temperature=1.0, max_new_tokens=24, seed=3)
+
+    moved = load_pair("tiny").draft
+    weight = moved.get_output_embeddings().weight
+    head = draft_vocab.draft_head(moved, 24)
+    assert head.weight.data_ptr() == weight.data_ptr() and head.rows == 24
+    assert sorted(head.ids.tolist()) == sorted(ranked[:24])
+    after = generate(pair.target, moved, ids, k=3, temperature=1.0, max_new_tokens=24, seed=3)
+    assert after.tokens == before.tokens
+    assert [r.n_accepted for r in after.rounds] == [r.n_accepted for r in before.rounds]
+    assert before.stats.drafted > 0 and before.stats.accepted < before.stats.drafted

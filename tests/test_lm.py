@@ -106,3 +106,55 @@ def test_a_head_learns_the_ids_of_its_text_in_spare_rows_and_only_those():
     assert head.weight.data_ptr() == base.weight.data_ptr()
     head.learn([250])  # no spare row left
     assert not head.covers(250)
+
+
+def tied_model(seed: int = 0, vocab: int = 256):
+    """A tiny Qwen2 whose output layer is its input embedding, as in the Qwen2.5 drafts."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_ordering_rows_makes_a_head_over_any_ids_a_view_and_changes_no_output(tied):
+    """order_rows moves the rows of the kept ids to the top of the output layer (and the tied
+    embedding) in place: the model's logits and greedy text are what they were, a head over the
+    kept ids shares the layer's storage and scores them as before, a learned id reads its own
+    row, the first ids still score as the first ids, and transformers may tie the weights again."""
+    model = tied_model() if tied else tiny_model("qwen2", seed=0, vocab=256)
+    weight = model.get_output_embeddings().weight
+    assert (model.get_input_embeddings().weight.data_ptr() == weight.data_ptr()) == tied
+    text = [1, 200, 3, 250, 7]
+    before, _ = lm.forward(model, text, None, n_logits=4)
+    greedy = model.generate(torch.tensor([text]), max_new_tokens=8, do_sample=False)
+    kept = torch.tensor([200, 7, 31, 255, 64, 0, 1])
+    copied = lm.head_over(model, kept)
+    assert copied.weight.data_ptr() != weight.data_ptr()  # not yet a view: a copy
+
+    assert lm.order_rows(model, kept, chunk=2)  # swaps in chunks of 2 rows
+    assert not lm.order_rows(model, kept)  # once only
+    after, _ = lm.forward(model, text, None, n_logits=4)
+    torch.testing.assert_close(after, before, atol=0, rtol=0)
+    assert torch.equal(model.generate(torch.tensor([text]), max_new_tokens=8, do_sample=False),
+                       greedy)  # fmt: skip
+    head = lm.head_over(model, kept)
+    assert head.weight.data_ptr() == weight.data_ptr() and head.rows == 7  # a view
+    assert sorted(head.ids.tolist()) == sorted(kept.tolist())
+    cut, _ = lm.forward(model, text, None, n_logits=4, head=head)
+    torch.testing.assert_close(cut, before[:, head.ids], atol=1e-5, rtol=1e-5)
+    context = head.with_context(4)
+    context.learn([2, 200, 5])  # 200 is held already; 2 and 5 gave their rows to kept ids
+    learned, _ = lm.forward(model, text, None, n_logits=4, head=context)
+    torch.testing.assert_close(learned[:, 7:9], before[:, [2, 5]], atol=1e-5, rtol=1e-5)
+    assert context.tokens(torch.tensor([7, 8])).tolist() == [2, 5]
+    first = lm.cut_head(model, 16)
+    scored, _ = lm.forward(model, text, None, n_logits=4, head=first)
+    assert sorted(first.ids.tolist()) == list(range(16))
+    torch.testing.assert_close(scored, before[:, first.ids], atol=1e-5, rtol=1e-5)
+    model.tie_weights()
+    again, _ = lm.forward(model, text, None, n_logits=4)
+    torch.testing.assert_close(again, before, atol=0, rtol=0)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from specdemo import draft_vocab
 from specdemo.models import int4
 from specdemo.models.convert import (
     bnb_config,
@@ -93,6 +94,7 @@ def load_pair(
     dtype = torch.float32 if precision == "fp32" else half
     for model in (target_model, draft_model):
         fix_generation_config(model, tokenizer)
+    draft_vocab.rank_rows(draft_model)  # its default head becomes a view: no copy of its rows
     summary = LoadSummary(
         pair=spec.name,
         target_name=spec.target.name,
