@@ -23,6 +23,7 @@ from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
 from specdemo.draft_vocab import draft_head
 from specdemo.drafters import auto_head_rows, make_drafter
 from specdemo.engine import (
+    AUTO_TREE_WIDTH,
     autoregressive_generate,
     make_generator,
     resolve_k,
@@ -101,7 +102,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
             pair.target,
             drafter,
             input_ids,
-            k=resolve_k(k, pair.target, drafter),
+            k=resolve_k(k, pair.target, drafter, AUTO_TREE_WIDTH if width == "auto" else 1),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
@@ -236,7 +237,13 @@ def bench(pair, args, progress=True) -> dict:
     for set_name, prompts in encoded.items():
         for temp in temps:
             sampling = SamplingConfig(temp)
-            cells = {(method, k): [] for method in methods for k in ks}
+            # A width chosen automatically goes with automatic K only.
+            cells = {
+                (method, k): []
+                for method, (_, width) in methods.items()
+                for k in ks
+                if width != "auto" or k == "auto"
+            }
             plain = []
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
@@ -251,6 +258,8 @@ def bench(pair, args, progress=True) -> dict:
                             n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
                             peer = n_p / t_p
                         for method, (kind, width) in methods.items():
+                            if (method, k) not in cells:
+                                continue
                             stats, overhead = run_ours(
                                 pair, ids, k, sampling, max_new_tokens, seed, args, kind, width
                             )

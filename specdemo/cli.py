@@ -45,7 +45,13 @@ def load(args, quiet: bool = False):
 
 def cmd_generate(args) -> int:
     from specdemo.drafters import make_drafter
-    from specdemo.engine import check_tree_width, make_generator, resolve_k, speculative_generate
+    from specdemo.engine import (
+        AUTO_TREE_WIDTH,
+        check_tree_width,
+        make_generator,
+        resolve_k,
+        speculative_generate,
+    )
     from specdemo.render import ansi, legend_ansi, round_spans
     from specdemo.rounds import Stats
     from specdemo.sampling import SamplingConfig
@@ -57,6 +63,8 @@ def cmd_generate(args) -> int:
             f"k must be >= 0 and max_new_tokens >= 0, got {args.k}, {args.max_new_tokens}"
         )
     check_tree_width(args.tree_width)
+    if args.tree_width == "auto" and args.k != "auto":
+        raise ValueError("--tree-width auto is chosen by automatic K: it needs --k auto")
     pair = load(args, quiet=args.json)
     input_ids = encode_prompt(pair.tokenizer, args.prompt, system=args.system)
     generator = make_generator(args.seed, pair.target.device)
@@ -76,7 +84,9 @@ def cmd_generate(args) -> int:
         pair.target,
         drafter,
         input_ids,
-        k=resolve_k(args.k, pair.target, drafter),
+        k=resolve_k(
+            args.k, pair.target, drafter, AUTO_TREE_WIDTH if args.tree_width == "auto" else 1
+        ),
         sampling=sampling,
         max_new_tokens=args.max_new_tokens,
         generator=generator,
@@ -200,10 +210,11 @@ def add_bench_args(parser) -> None:
     )
     parser.add_argument(
         "--tree-widths",
-        type=int,
+        type=k_value,
         nargs="+",
         default=[1],
-        help="tree widths per drafter (1: the chain; 2 and more: a fishbone of siblings)",
+        help='tree widths per drafter (1: the chain; 2 and more: a fishbone of siblings; "auto": '
+        "chosen with automatic K, which it needs)",
     )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
@@ -244,9 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--tree-width",
-        type=int,
+        type=k_value,
         default=1,
-        help="guesses tried per position (1: a chain; more: siblings drawn from the draft's q)",
+        help="guesses tried per position (1: a chain; more: siblings drawn from the draft's q; "
+        '"auto", with --k auto: the width that pays, round by round)',
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_args(gen)

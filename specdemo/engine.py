@@ -32,6 +32,9 @@ from specdemo.verify import Verdict, verify, verify_greedy
 from specdemo.vocab import vocab_size
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
+AUTO_TREE_WIDTH = (
+    3  # the widest fishbone tree_width="auto" prices: the widths measured (BENCHMARKS)
+)
 
 
 def as_list(input_ids: list[int] | torch.Tensor) -> list[int]:
@@ -152,7 +155,7 @@ def speculative_generate(
     stats: Stats | None = None,
     rule: AcceptanceRule = EXACT,
     on_verdict: Callable[[Verdict], None] | None = None,
-    tree_width: int = 1,
+    tree_width: int | str = 1,
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
@@ -167,11 +170,17 @@ def speculative_generate(
 
     `tree_width` > 1 verifies a tree instead of a chain (``tree``): at each depth the draft's
     token and up to `tree_width` - 1 siblings drawn from the same q without replacement, judged
-    in one target pass with the exact rule for children drawn so.
+    in one target pass with the exact rule for children drawn so. "auto" takes the width the
+    policy chooses with each k (up to its ``max_width``; 1 where a tree does not pay) and needs
+    `k` to be a policy.
     """
     context = as_list(input_ids)
     policy = check_k(k)
     check_tree_width(tree_width, rule)
+    if tree_width == "auto" and policy is None:
+        raise ValueError('tree_width="auto" is chosen by automatic K: it needs k="auto"')
+    if policy is not None and tree_width == "auto" and sampling.greedy:
+        policy.max_width = 1  # greedy: a tree keeps what the chain keeps (``judge``), no more
     if not context:
         raise ValueError("input_ids must hold at least one token")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
@@ -190,7 +199,8 @@ def speculative_generate(
         proposal = drafter.propose(context, k_asked, source)
         draft_time = clock.lap()
         draft = check_draft(proposal.tokens.tolist(), vocab)
-        tree = None if sampling.greedy else sprout(proposal, tree_width, generator)
+        width = policy.width if tree_width == "auto" else tree_width
+        tree = None if sampling.greedy else sprout(proposal, width, generator)
         clock.lap()
         if tree is None:
             verdict, cache = verify_round(
@@ -208,7 +218,7 @@ def speculative_generate(
             on_verdict(verdict)
         tokens, finished = stopper.cut(kept + [verdict.next_token])
         r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
-                         verify_time)  # fmt: skip
+                         verify_time, tree)  # fmt: skip
         for observe in observers:
             observe(r)
         context += tokens
@@ -218,10 +228,16 @@ def speculative_generate(
             return
 
 
-def check_tree_width(width: int, rule: AcceptanceRule = EXACT) -> int:
-    """A tree width is a whole number >= 1; a tree is judged by the exact rule only."""
+def check_tree_width(width: int | str, rule: AcceptanceRule = EXACT) -> int | str:
+    """A tree width is a whole number >= 1 or "auto"; a tree is judged by the exact rule only."""
+    if width == "auto":
+        if rule != EXACT:
+            raise ValueError("a tree (tree_width > 1) is judged by the exact rule only")
+        return width
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise ValueError(f"tree_width must be a whole number >= 1 (1: a chain), got {width!r}")
+        raise ValueError(
+            f'tree_width must be a whole number >= 1 (1: a chain) or "auto", got {width!r}'
+        )
     if width > 1 and rule != EXACT:
         raise ValueError("a tree (tree_width > 1) is judged by the exact rule only")
     return width
@@ -296,13 +312,15 @@ def generate(
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
     rule: str | AcceptanceRule = "exact",
-    tree_width: int = 1,
+    tree_width: int | str = 1,
 ) -> Result:
     """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
     before each round (``policy.AutoK``) from step costs measured once per pair on this machine
     (``profile.costs_for``). `rule`: "exact", or one of the mistakes in ``sampling.RULES``
     ("always-accept", "resample-from-p", "greedy-draft"), which break exactness on purpose.
-    `tree_width` > 1 verifies a token tree each round (``speculative_generate``)."""
+    `tree_width` > 1 verifies a token tree each round (``speculative_generate``); "auto", with
+    k="auto", lets the policy choose a width up to AUTO_TREE_WIDTH each round (1 where a tree
+    does not pay)."""
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)
     generator = make_generator(seed, target.device)
@@ -314,7 +332,7 @@ def generate(
             target,
             proposer,
             input_ids,
-            k=resolve_k(k, target, proposer),
+            k=resolve_k(k, target, proposer, AUTO_TREE_WIDTH if tree_width == "auto" else 1),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
@@ -328,17 +346,18 @@ def generate(
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
 
 
-def resolve_k(k: int | str | AutoK, target, drafter) -> int | AutoK:
-    """A fixed k or a policy as given; "auto" as a policy on this pair's step costs."""
+def resolve_k(k: int | str | AutoK, target, drafter, max_width: int = 1) -> int | AutoK:
+    """A fixed k or a policy as given; "auto" as a policy on this pair's step costs, choosing
+    tree widths up to `max_width`."""
     if k == "auto":
-        return auto_k(target, drafter)
+        return auto_k(target, drafter, max_width)
     check_k(k)
     return k
 
 
-def auto_k(target, drafter: Drafter) -> AutoK:
+def auto_k(target, drafter: Drafter, max_width: int = 1) -> AutoK:
     """Automatic K on this target and drafter's step costs (``profile_of``)."""
-    return AutoK(profile_of(target, drafter))
+    return AutoK(profile_of(target, drafter), max_width=max_width)
 
 
 def profile_of(target, drafter: Drafter) -> StepCosts:

@@ -9,6 +9,15 @@ k * t_draft + t_verify(k), with t_verify(0) = t_step: K = 0, a plain target step
 drafting is predicted not to pay. K depends only on rounds already finished, so the output
 distribution stays exactly the target's.
 
+With trees allowed (``max_width`` > 1: the engine's tree_width="auto"), the policy also prices a
+fishbone of each width w (``tree``): K spine nodes and w - 1 siblings at each depth, one target
+pass of 1 + K*w rows, priced at the profile's measured pass of that many rows. A sibling is
+worth its chance of being kept once the guesses before it at its node were rejected, measured by
+rank in this request (shrunk towards SIBLING_PRIOR while few were tried); expected tokens are
+then 1 + the sum, over depths reached, of a_d + (1 - a_d) * s_w, where s_w is the chance some
+sibling of w - 1 is kept (``expected_tree_tokens``). Width 1, the chain, wins whenever the extra
+rows cost more than the siblings bring.
+
 A draft-model round also costs what the profile's one-token step does not show: the draft first
 catches up on the tokens the last round added (a forward of two or more tokens), right after the
 target's pass has taken the caches. The policy measures that extra on this request's rounds that
@@ -40,6 +49,11 @@ PROBE_MAX = 32
 MIN_EVIDENCE = 8
 # Rounds of no extra cost the measured extra is shrunk towards, while few rounds are measured.
 EXTRA_PRIOR = 2.0
+# A sibling's chance of being kept once every guess before it at its node was rejected, before
+# this request has tried any: the tiny pair's width-3 fishbone kept a sibling in (0.82 - 0.68) /
+# (1 - 0.68) = 0.44 of the nodes whose first guess was rejected (the exactness tab); a modest
+# prior, so that a tree is tried where its rows are cheap and measured from then on.
+SIBLING_PRIOR = 0.3
 
 
 @dataclass
@@ -70,6 +84,33 @@ class Acceptance:
         return rates
 
 
+@dataclass
+class SiblingAcceptance:
+    """Per sibling rank, for tree rounds: judged[i] nodes tried their (i + 2)-th guess after the
+    guesses before it were rejected, kept[i] of them kept it."""
+
+    judged: list[int] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+
+    def add(self, r: Round) -> None:
+        for tried in r.siblings_tried:  # a node's siblings after its first guess was rejected
+            for rank, trial in enumerate(tried):
+                if rank == len(self.judged):
+                    self.judged.append(0)
+                    self.kept.append(0)
+                self.judged[rank] += 1
+                self.kept[rank] += trial.kept
+
+    def rates(self, ranks: int, prior: float) -> list[float]:
+        """Estimated chances for the first `ranks` sibling ranks, shrunk towards `prior`."""
+        counts = list(zip(self.judged, self.kept, strict=True))
+        rates = []
+        for rank in range(ranks):
+            judged, kept = counts[rank] if rank < len(counts) else (0, 0)
+            rates.append((kept + PRIOR_WEIGHT * prior) / (judged + PRIOR_WEIGHT))
+        return rates
+
+
 def expected_tokens(rates: list[float], k: int) -> float:
     """1 + a_1 + a_1 a_2 + ... + a_1...a_k: the target's own token plus the kept drafts."""
     total, survive = 1.0, 1.0
@@ -79,12 +120,28 @@ def expected_tokens(rates: list[float], k: int) -> float:
     return total
 
 
-class AutoK:
-    """Chooses k per round from measured StepCosts and this request's acceptance so far."""
+def expected_tree_tokens(rates: list[float], k: int, sibling: float) -> float:
+    """Expected tokens of a fishbone round: at each depth reached, the spine's guess is kept
+    (rate a_d, and the round goes deeper) or, once it is rejected, a sibling is kept with chance
+    `sibling` (and the round ends below it); plus the target's own token. `sibling` = 0 is the
+    chain (``expected_tokens``)."""
+    total, reach = 1.0, 1.0
+    for a in rates[:k]:
+        total += reach * (a + (1 - a) * sibling)
+        reach *= a
+    return total
 
-    def __init__(self, costs: StepCosts, k_max: int | None = None):
+
+class AutoK:
+    """Chooses k (and, with `max_width` > 1, a tree width) per round from measured StepCosts and
+    this request's acceptance so far."""
+
+    def __init__(self, costs: StepCosts, k_max: int | None = None, max_width: int = 1):
         self.costs = costs
         self.k_max = min(k_max or max(costs.t_verify), max(costs.t_verify))
+        self.max_width = max_width
+        self.width = 1  # the width chosen with the last k
+        self.siblings = SiblingAcceptance()
         self.acceptance: dict[str, Acceptance] = {}
         self.plain_in_a_row = 0
         self.probe_every = PROBE_EVERY
@@ -98,17 +155,29 @@ class AutoK:
         round that measured faster than its profiled steps was noise, not a cheaper draft."""
         return max(0.0, self.extra_seconds / (self.extra_rounds + EXTRA_PRIOR))
 
-    def seconds(self, k: int, source: str) -> float:
+    def seconds(self, k: int, source: str, width: int = 1) -> float:
         """One round's predicted cost: k draft steps (free for lookup) with the measured extra
-        of a drafting round, and the verify pass."""
+        of a drafting round, and the target's pass over 1 + k * width rows."""
         t_draft = self.costs.t_draft if source == "model" else 0.0
         extra = self.draft_extra if source == "model" and k else 0.0
-        return k * t_draft + extra + (self.costs.t_verify[k] if k else self.costs.t_step)
+        return k * t_draft + extra + self.costs.pass_seconds(1 + k * width)
 
-    def tokens_per_second(self, source: str) -> list[float]:
-        """Predicted tokens per second for k = 0..k_max."""
+    def sibling_chance(self, width: int) -> float:
+        """The chance one of a node's `width` - 1 siblings is kept after its first guess was
+        rejected."""
+        missed = 1.0
+        for b in self.siblings.rates(width - 1, SIBLING_PRIOR):
+            missed *= 1 - b
+        return 1 - missed
+
+    def tokens_per_second(self, source: str, width: int = 1) -> list[float]:
+        """Predicted tokens per second for k = 0..k_max, with trees of `width`."""
         rates = self.acceptance.get(source, Acceptance()).rates(self.k_max, PRIOR[source])
-        return [expected_tokens(rates, k) / self.seconds(k, source) for k in range(self.k_max + 1)]
+        sibling = self.sibling_chance(width)
+        return [
+            expected_tree_tokens(rates, k, sibling) / self.seconds(k, source, width)
+            for k in range(self.k_max + 1)
+        ]
 
     def choose(self, source: str = "model") -> int:
         """The k for the next round, drafted by `source`."""
@@ -116,9 +185,12 @@ class AutoK:
 
     def choose_source(self, sources: tuple[str, ...]) -> tuple[str, int]:
         """The source and k with the most expected tokens per second for the next round, among
-        the sources a drafter can use here (a hybrid with a lookup match can also draft)."""
-        best = max((self._best(source) for source in sources), key=lambda option: option[2])
-        source, k, _ = best
+        the sources a drafter can use here (a hybrid with a lookup match can also draft), and
+        ``width``, the tree width that goes with them (1 for a copied guess: its q is one-hot)."""
+        options = [self._best(source) for source in sources]
+        if self.max_width > 1 and "model" in sources:
+            options += [self._best("model", w) for w in range(2, self.max_width + 1)]
+        source, k, _, self.width = max(options, key=lambda option: option[2])
         if k == 0 and self.plain_in_a_row >= self.probe_every:
             k = 1  # acceptance may have changed; a plain step teaches nothing about it
             self.probe_every = min(2 * self.probe_every, PROBE_MAX)
@@ -127,17 +199,18 @@ class AutoK:
         self.plain_in_a_row = self.plain_in_a_row + 1 if k == 0 else 0
         return source, k
 
-    def _best(self, source: str) -> tuple[str, int, float]:
-        speed = self.tokens_per_second(source)
+    def _best(self, source: str, width: int = 1) -> tuple[str, int, float, int]:
+        speed = self.tokens_per_second(source, width)
         k = max(range(len(speed)), key=speed.__getitem__)
         judged = self.acceptance.get(source, Acceptance()).judged
         if k == 0 and (not judged or judged[0] < MIN_EVIDENCE):
             k = max(range(1, len(speed)), key=speed.__getitem__)
-        return source, k, speed[k]
+        return source, k, speed[k], width if k else 1
 
     def update(self, r: Round) -> None:
         if r.k:
             self.acceptance.setdefault(r.source, Acceptance()).add(r.k, r.n_accepted)
+        self.siblings.add(r)
         drafted = r.source == "model" and r.draft_steps > 0
         # Only a round after a drafting round shows the steady state's extra; a round timed at
         # 0 was not measured.

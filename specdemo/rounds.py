@@ -36,12 +36,17 @@ class Round:
     sibling: int | None = None
     # Per chain position, the siblings tried after its token was rejected (``tree.Trial``).
     siblings_tried: tuple[tuple, ...] = ()
+    width: int = 1  # guesses per position the round's target pass held (1: a chain)
+    # A tree round's siblings at each chain position, as drawn (tried or not), in order.
+    siblings: tuple[tuple[int, ...], ...] = ()
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
-               k_asked: int, draft_time: float, verify_time: float) -> "Round":  # fmt: skip
+               k_asked: int, draft_time: float, verify_time: float,
+               tree=None) -> "Round":  # fmt: skip
         """The round a drafter's ``Proposal`` (whose tokens are `draft`) and the rule's
-        ``verify.Verdict`` on it make, emitting `tokens`."""
+        ``verify.Verdict`` on it make, emitting `tokens`; `tree`, the ``tree.Fishbone`` the
+        target judged, where the round was a tree."""
         from specdemo.sampling import top_tokens
 
         return cls(
@@ -66,6 +71,8 @@ class Round:
             source=proposal.source,
             sibling=getattr(verdict, "sibling", None),
             siblings_tried=tuple(tuple(d[1:]) for d in getattr(verdict, "trials", ())),
+            width=tree.width if tree is not None else 1,
+            siblings=tuple(map(tuple, tree.siblings)) if tree is not None else (),
         )
 
     @property
@@ -107,6 +114,7 @@ class Stats:
     accepted: int = 0
     rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
     siblings_kept: int = 0  # tree rounds that kept a sibling after the chain's token was rejected
+    tree_rounds: int = 0  # rounds verified as a tree (width > 1)
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
     draft_passes: int = 0
@@ -182,6 +190,7 @@ class Stats:
         self.accepted += r.n_accepted
         self.rejected += r.n_accepted < r.k
         self.siblings_kept += r.sibling is not None
+        self.tree_rounds += r.width > 1
         self.new_tokens += len(r.tokens)
         self.target_passes += 1
         self.draft_passes += r.draft_steps

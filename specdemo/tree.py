@@ -24,6 +24,25 @@ import torch
 from specdemo.sampling import check_tokens, sample
 
 
+def node_steps(p, q, children, renormalise: bool = True):
+    """What each of `children` is judged against, were the ones before it rejected: yields
+    (i, child, p_i, q_i) for each, then (len(children), None, p after every one, None). q_i is
+    q without the earlier children, renormalised; p_{i+1} = norm(max(0, p_i - q_i)).
+    Arithmetic only (``node_rule``)."""
+    for i, c in enumerate(children):
+        q_i = q / q.sum() if renormalise else q
+        yield i, c, p, q_i
+        r = p - q_i
+        r = r * (r > 0)
+        mass = r.sum()
+        if mass > 0:  # zero only when p <= q_i everywhere: then no rejection can happen
+            p = r / mass
+        if renormalise:
+            q = q * 1
+            q[c] = q[c] * 0
+    yield len(children), None, p, None
+
+
 def node_rule(p, q, children, passes: Callable[..., bool], renormalise: bool = True):
     """Try `children` (drawn from q without replacement, in that order) against the target's p.
 
@@ -35,20 +54,12 @@ def node_rule(p, q, children, passes: Callable[..., bool], renormalise: bool = T
     `renormalise=False` is the i.i.d. rule (SpecInfer's), wrong for children drawn without
     replacement: kept for the tests that show it fails.
     """
-    for i, c in enumerate(children):
-        q_i = q / q.sum() if renormalise else q
-        a = p[c] / q_i[c]
-        if passes(i, a if a < 1 else a * 0 + 1, p[c], q_i[c]):
-            return i, p
-        r = p - q_i
-        r = r * (r > 0)
-        mass = r.sum()
-        if mass > 0:  # zero only when p <= q_i everywhere: then no rejection can happen
-            p = r / mass
-        if renormalise:
-            q = q * 1
-            q[c] = q[c] * 0
-    return None, p
+    for i, c, p_i, q_i in node_steps(p, q, children, renormalise):
+        if c is None:
+            return None, p_i
+        a = p_i[c] / q_i[c]
+        if passes(i, a if a < 1 else a * 0 + 1, p_i[c], q_i[c]):
+            return i, p_i
 
 
 def draw_siblings(q: torch.Tensor, first: int, width: int, generator) -> list[int]:
@@ -77,6 +88,11 @@ class Fishbone:
 
     chain: list[int]
     siblings: list[list[int]]  # siblings[d]: the children at depth d + 1 after chain[d]
+
+    @property
+    def width(self) -> int:
+        """Guesses at the widest depth: the chain's and its siblings."""
+        return 1 + max((len(group) for group in self.siblings), default=0)
 
     @property
     def tokens(self) -> list[int]:

@@ -83,6 +83,7 @@ def test_the_default_drafter_depends_on_the_device():
         (["--temperature", "-2"], "temperature must be in"),
         (["--pair", "nope"], "unknown model pair"),
         (["--tree-width", "0"], "tree_width must be a whole number >= 1"),
+        (["--k", "2", "--tree-width", "auto"], "--tree-width auto is chosen by automatic K"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, flags, message):

@@ -282,7 +282,28 @@ CASES = {
 }
 
 
-def run_case(name: str, rule: AcceptanceRule = EXACT, width: int = 1) -> float:
+def tree_auto_k() -> AutoK:
+    """Automatic K and tree width (``AutoK.max_width`` 3) on rows cheap enough that its prior
+    makes a tree worth trying; whether a round is a tree then depends on the siblings the
+    generation saw kept so far (tests/test_policy.py)."""
+    return AutoK(StepCosts(1.0, 0.1, {k: 1.0 + 0.02 * k for k in range(1, 5)}), max_width=3)
+
+
+# Cases run as trees only (the chain's cases above cover their drafting).
+TREE_ONLY = {
+    "auto-tree-t1-history": (
+        HISTORY_TARGET,
+        model_drafter(HISTORY_DRAFT),
+        [0, 1],
+        tree_auto_k,
+        SamplingConfig(1.0),
+        5,
+    ),
+}
+CASES.update(TREE_ONLY)
+
+
+def run_case(name: str, rule: AcceptanceRule = EXACT, width: int | str = 1) -> float:
     target, make, prompt, k, config, length = CASES[name]
     counts = draw(target, make, prompt, k, config, length, rule=rule, width=width)
     return chi2_pvalue(counts, exact_distribution(target, prompt, config, length))
@@ -296,7 +317,7 @@ def test_each_case_sees_a_small_departure():
         assert chi_square.detectable_tv(exact.double(), N_DRAWS) <= DETECTABLE_TV, name
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [name for name in CASES if name not in TREE_ONLY])
 def test_speculative_samples_match_target_distribution(name):
     assert run_case(name) > 1e-3
 
@@ -317,7 +338,12 @@ def test_a_static_draft_cache_keeps_the_target_distribution(name, monkeypatch):
 
 # Tree rounds on history-reading toys (a wrong cache gather shows), one with hybrid drafting:
 # copied rounds stay chains, the draft model's grow siblings.
-TREE_CASES = [("k3-t1-history-caches", 2), ("k3-t1-history-hybrid", 3)]
+# The width chosen round by round by automatic K, from the rounds before.
+TREE_CASES = [
+    ("k3-t1-history-caches", 2),
+    ("k3-t1-history-hybrid", 3),
+    ("auto-tree-t1-history", "auto"),
+]
 
 
 @pytest.mark.parametrize("name, width", TREE_CASES)
@@ -328,18 +354,22 @@ def test_token_trees_keep_the_target_distribution(name, width):
 
 
 def test_the_tree_cases_keep_siblings():
-    """The tree cases exercise what they name: rounds that keep a sibling, and a bonus after."""
+    """The tree cases exercise what they name: rounds that keep a sibling, and a bonus after;
+    with the width chosen automatically, both trees and chains."""
     for name, width in TREE_CASES:
         target, make, prompt, k, config, length = CASES[name]
         g = make_generator(0, "cpu")
-        kept = 0
+        kept, widths = 0, collections.Counter()
         for _ in range(200):
-            rounds = speculative_generate(
-                target, make(config, g), prompt, k=k, sampling=config, max_new_tokens=length,
-                generator=g, tree_width=width,
-            )  # fmt: skip
+            rounds = list(speculative_generate(
+                target, make(config, g), prompt, k=k() if callable(k) else k, sampling=config,
+                max_new_tokens=length, generator=g, tree_width=width,
+            ))  # fmt: skip
             kept += sum(r.sibling is not None and r.bonus for r in rounds)
+            widths.update(r.width for r in rounds)
         assert kept > 10, (name, kept)
+        if width == "auto":
+            assert widths[1] > 50 and sum(n for w, n in widths.items() if w > 1) > 50, widths
 
 
 def test_a_wrong_tree_gather_fails_the_test(monkeypatch):

@@ -8,7 +8,14 @@ import pytest
 from conftest import BigramLM, toy_tables
 
 import specdemo
-from specdemo.policy import PROBE_EVERY, Acceptance, AutoK, expected_tokens
+from specdemo.policy import (
+    PROBE_EVERY,
+    SIBLING_PRIOR,
+    Acceptance,
+    AutoK,
+    expected_tokens,
+    expected_tree_tokens,
+)
 from specdemo.rounds import Round
 from specdemo.theory import StepCosts, expected_tokens_per_pass
 
@@ -183,3 +190,73 @@ def test_a_draft_dearer_in_use_than_in_its_profile_makes_plain_steps_win():
         quick.update(dataclasses.replace(fake_round(2, 2), draft_time=0.01))
     assert quick.extra_seconds < 0 and quick.draft_extra == 0.0
     assert quick.seconds(2, "model") == pytest.approx(2 * 0.2 + costs.t_verify[2])
+
+
+def test_a_fishbone_is_worth_its_spine_and_the_siblings_kept_where_the_spine_fails():
+    """1 + Σ over depths reached of a_d + (1 - a_d) s: at a_1 = a_2 = 0.5 and s = 0.4, depth 1
+    gives 0.5 + 0.5 × 0.4 = 0.7, depth 2 (reached half the time) 0.35."""
+    assert expected_tree_tokens([0.5, 0.5], 2, 0.4) == pytest.approx(2.05)
+    for rates in ([0.9, 0.6, 0.3], [0.2] * 3):
+        for k in range(4):
+            assert expected_tree_tokens(rates, k, 0.0) == pytest.approx(expected_tokens(rates, k))
+
+
+def test_a_pass_wider_than_the_profile_is_priced_along_its_last_measured_rise():
+    costs = StepCosts(t_step=1.0, t_draft=0.1, t_verify={1: 1.2, 2: 1.5, 3: 1.9})
+    assert [costs.pass_seconds(n) for n in (1, 2, 3, 4)] == [1.0, 1.2, 1.5, 1.9]
+    assert costs.pass_seconds(7) == pytest.approx(1.9 + 3 * 0.4)
+
+
+def sibling_round(k: int, n: int, tried: list[bool]) -> Round:
+    """A round whose draft n + 1 was rejected and whose siblings there went as `tried`."""
+    from specdemo.tree import Trial
+
+    trials = tuple(Trial(5 + i, 0.1, 0.2, 0.5, 0.5, kept) for i, kept in enumerate(tried))
+    return dataclasses.replace(fake_round(k, n), siblings_tried=(trials,) if tried else (),
+                               sibling=5 if any(tried) else None, width=len(tried) + 1)  # fmt: skip
+
+
+def test_trees_are_chosen_where_rows_are_cheap_and_never_where_they_cost_a_third_of_a_step():
+    """On GPU-like costs (a row 0.01 of a step) the policy tries the widest fishbone it may; on
+    this CPU's (each row after the first about 0.3 of a step, BENCHMARKS "Token trees") it keeps
+    the chain at the acceptance of prose and code (α 0.5 to 0.8), even after a sibling was kept;
+    with trees not allowed (max_width 1) it never leaves the chain."""
+    cheap = AutoK(GPU, max_width=3)
+    cheap.choose("model")
+    assert cheap.width == 3
+    cpu = StepCosts(t_step=1.0, t_draft=0.3, t_verify={k: 1.0 + 0.3 * k for k in range(1, 9)})
+    for rate in (0.5, 0.65, 0.8):
+        policy = AutoK(cpu, max_width=3)
+        rng = random.Random(0)
+        for _ in range(40):
+            k = policy.choose("model")
+            assert policy.width == 1, rate
+            n = next((i for i in range(k) if rng.random() > rate), k)
+            policy.update(fake_round(k, n))
+        policy.update(sibling_round(2, 0, [True]))
+        assert policy.choose("model") is not None and policy.width == 1
+    plain = AutoK(GPU)
+    plain.choose("model")
+    assert plain.width == 1
+
+
+def test_siblings_measured_as_never_kept_turn_the_tree_back_into_a_chain():
+    """Cheap rows and a draft kept half the time: the prior makes a tree worth trying; where this
+    request's siblings are rejected every time, the rate measured by rank (shrunk towards the
+    prior) soon prices the tree below the chain, and where they are kept it stays a tree."""
+    cheap = StepCosts(t_step=1.0, t_draft=0.1, t_verify={k: 1.0 + 0.02 * k for k in range(1, 9)})
+    for kept, wide in ((False, False), (True, True)):
+        policy, rng, widths = AutoK(cheap, max_width=3), random.Random(1), []
+        for _ in range(40):
+            k = policy.choose("model")
+            widths.append(policy.width)
+            n = next((i for i in range(k) if rng.random() > 0.5), k)
+            tried = [kept] if kept else [False] * (policy.width - 1)
+            policy.update(sibling_round(k, n, tried if n < k and policy.width > 1 else []))
+        assert widths[0] > 1  # the prior: worth a try
+        assert (min(widths[-10:]) > 1) == wide and (max(widths[-10:]) > 1) == wide, widths
+        judged, kept_n = policy.siblings.judged[0], policy.siblings.kept[0]
+        assert judged >= 5 and kept_n == (judged if kept else 0)
+        assert policy.siblings.rates(1, SIBLING_PRIOR)[0] == pytest.approx(
+            (kept_n + 2 * SIBLING_PRIOR) / (judged + 2)
+        )

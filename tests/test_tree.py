@@ -236,7 +236,35 @@ def test_a_tree_needs_the_exact_rule_and_a_width_of_one_or_more(pair):
 
     for width, rule, message in [
         (0, "exact", "tree_width must be"),
+        ("wide", "exact", "tree_width must be"),
         (2, "always-accept", "exact rule"),
+        ("auto", "always-accept", "exact rule"),
+        ("auto", "exact", 'needs k="auto"'),
     ]:
         with pytest.raises(ValueError, match=message):
             generate(pair.target, pair.draft, [1, 2], k=2, tree_width=width, rule=rule)
+
+
+def test_a_width_chosen_automatically_runs_and_greedy_stays_the_chain(pair):
+    """tree_width="auto" with k="auto": the policy may choose trees (whether it does depends on
+    this machine's measured pass costs); at T = 0 it keeps to chains and writes their tokens."""
+    from specdemo import generate
+
+    ids = pair.tokenizer("def f(x):")["input_ids"]
+    greedy = [
+        generate(
+            pair.target,
+            pair.draft,
+            ids,
+            k="auto",
+            temperature=0.0,
+            max_new_tokens=16,
+            tree_width=width,
+        )
+        for width in (1, "auto")
+    ]
+    assert greedy[0].tokens == greedy[1].tokens and greedy[1].stats.tree_rounds == 0
+    sampled = generate(pair.target, pair.draft, ids, k="auto", temperature=1.0,
+                       max_new_tokens=16, tree_width="auto", seed=1)  # fmt: skip
+    assert len(sampled.tokens) == 16
+    assert all(r.width == 1 or r.siblings_tried or r.n_accepted == r.k for r in sampled.rounds)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from statistics import mean
 
 from specdemo.app.generate.run_record import RunRecord
+from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
 from specdemo.theory import StepCosts, expected_speedup
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
@@ -124,6 +125,7 @@ def cost_note(runs: list[RunRecord]) -> str:
     return (
         note
         + jump_sentence(curve.costs)
+        + tree_sentence(runs[-1])
         + layers_sentence(runs[-1])
         + overhead_sentence(group)
         + load_note(runs[-1])
@@ -154,6 +156,54 @@ def jump_sentence(costs) -> str:
         f" On this machine checking {b + 1} tokens costs {costs.verify_cost(b):.2f} target "
         f"steps but {a + 1} tokens only {costs.verify_cost(a):.2f}: the cost rises in a jump, so "
         f"{verdict}, and automatic K weighs exactly this."
+    )
+
+
+def tree_sentence(run: RunRecord) -> str:
+    """Where the run asked for a tree width above 1: what a fishbone of that width costs against
+    the chain at the run's K, from the profile (``StepCosts.pass_seconds``), what its siblings
+    are worth from the ones this run saw kept (``policy.AutoK``'s own pricing), and how many
+    rounds were trees; "" for a chain, a run without a profile, or copied drafts only."""
+    costs, width = run.costs, run.tree_width
+    if width < 2 or costs is None or not costs.t_draft:
+        return ""
+    if run.temperature == 0:
+        return (
+            f" **Trees:** at T = 0 the draft's q is one-hot, so a tree of width {width} keeps "
+            "what the chain keeps: every round ran as a chain."
+        )
+    k = run.k if run.k != "auto" else max(1, round(run.mean_k))
+    rows = {1: k + 1, width: 1 + k * width}
+    steps = {w: costs.pass_seconds(n) / costs.t_step for w, n in rows.items()}
+    timed = "" if rows[width] - 1 in costs.t_verify else " (extended from the widest pass timed)"
+    policy = AutoK(costs, max_width=width)
+    policy.siblings = SiblingAcceptance(list(run.sibling_judged), list(run.sibling_kept))
+    rates = [min(run.alpha, 1.0)] * k
+    speedup = {
+        w: expected_tree_tokens(rates, k, policy.sibling_chance(w) if w > 1 else 0.0)
+        * costs.t_step
+        / policy.seconds(k, "model", w)
+        for w in rows
+    }
+    nodes, kept = sum(run.sibling_judged[:1]), sum(run.sibling_kept)  # each tried a 2nd guess
+    seen = (
+        f"a sibling was kept at {kept} of the {nodes} nodes whose first guess was rejected"
+        if nodes
+        else f"no sibling was tried, so each stands at the policy's prior of {SIBLING_PRIOR:g}"
+    )
+    pays = "pays" if speedup[width] > speedup[1] else "does not pay"
+    chose = (
+        f"automatic K chose a tree in {run.tree_rounds} of {run.rounds} rounds"
+        if run.k == "auto"
+        else f"{run.tree_rounds} of {run.rounds} rounds were trees (K is fixed, so the width is "
+        "too; with Auto K the policy chooses it)"
+    )
+    return (
+        f" **Trees:** at K = {k} a fishbone of width {width} is one pass over {rows[width]} "
+        f"rows, {steps[width]:.2f} target steps here{timed}, against {steps[1]:.2f} for the "
+        f"chain's {rows[1]} rows; {seen}. At α = {rates[0]:.2f} that predicts "
+        f"{speedup[width]:.2f}× the target alone for the tree and {speedup[1]:.2f}× for the "
+        f"chain: a tree {pays} on this machine, and {chose}."
     )
 
 

@@ -22,7 +22,7 @@ from specdemo.engine import (
     profile_of,
     speculative_generate,
 )
-from specdemo.policy import AutoK
+from specdemo.policy import AutoK, SiblingAcceptance
 from specdemo.profile import captured_draft_seconds
 from specdemo.render import round_spans
 from specdemo.rounds import Stats
@@ -62,6 +62,8 @@ class SpecRun:
     draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
     captured_t_draft: float | None = None  # on CUDA, an eager draft's step replayed as a graph
     measured_at: float | None = None  # when replayed: when the run was measured
+    widths: list[int] = field(default_factory=list)  # per round: 1 a chain, more a fishbone
+    siblings: SiblingAcceptance = field(default_factory=SiblingAcceptance)  # by rank, kept or not
 
     @property
     def tokens_per_s(self) -> float:
@@ -120,7 +122,9 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     run, detok = SpecRun(), Detokenizer(pair.tokenizer)
     # Measured once per pair (the app's warm-up does it), before the engine's clock starts.
     run.profile = profile_of(pair.target, drafter)
-    k = AutoK(run.profile) if config.k == "auto" else config.k
+    # Automatic K also chooses each round's tree width, up to the one asked (``AutoK``).
+    auto = config.k == "auto"
+    k = AutoK(run.profile, max_width=config.tree_width) if auto else config.k
     model = drafter.draft_model
     run.device, run.draft_step = str(device), model.step.kind if model else ""
     run.layers = (pair.target.config.num_hidden_layers, pair.draft.config.num_hidden_layers)
@@ -135,7 +139,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         max_new_tokens=config.max_new_tokens,
         generator=generator,
         stats=run.stats,
-        tree_width=config.tree_width,
+        tree_width="auto" if auto else config.tree_width,
     )
     for r, seconds in timed(rounds):
         run.seconds += seconds
@@ -144,6 +148,8 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         run.accepted.append(r.n_accepted)
         run.drafted.append(r.k)
         run.asked.append(r.k_asked)
+        run.widths.append(r.width)
+        run.siblings.add(r)
         yield run
 
 

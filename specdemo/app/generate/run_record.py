@@ -42,6 +42,10 @@ class RunRecord:
     mean_k: float = 0.0  # the mean K asked per round
     position_judged: tuple[int, ...] = ()  # per draft position: rounds that judged it
     position_kept: tuple[int, ...] = ()  # ... and that kept it
+    rounds: int = 0  # target passes after the prefill
+    tree_rounds: int = 0  # of them, passes over a fishbone (width > 1)
+    sibling_judged: tuple[int, ...] = ()  # per sibling rank (2nd guess, 3rd): nodes that tried it
+    sibling_kept: tuple[int, ...] = ()  # ... and that kept it
     # The two runs, measured (seconds inside the engine; rendering is not counted).
     spec_tokens: int = 0
     spec_seconds: float = 0.0
@@ -103,6 +107,10 @@ class RunRecord:
             mean_k=spec.mean_k,
             position_judged=tuple(acceptance.judged),
             position_kept=tuple(acceptance.kept),
+            rounds=len(spec.widths),
+            tree_rounds=sum(w > 1 for w in spec.widths),
+            sibling_judged=tuple(spec.siblings.judged),
+            sibling_kept=tuple(spec.siblings.kept),
             spec_tokens=len(spec.tokens),
             spec_seconds=spec.seconds,
             spec_target_passes=s.target_passes,

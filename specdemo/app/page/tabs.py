@@ -36,9 +36,9 @@ def top_p_slider(defaults=DEFAULTS) -> gr.Slider:
     return gr.Slider(0.05, 1.0, value=defaults["top_p"], step=0.05, label="Top-p", info="1 = off")
 
 
-def tree_width_slider(defaults=DEFAULTS) -> gr.Slider:
+def tree_width_slider(defaults=DEFAULTS, auto: str = "") -> gr.Slider:
     info = ("Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
-            "draft's q, judged exactly in the same target pass")  # fmt: skip
+            "draft's q, judged exactly in the same target pass" + auto)  # fmt: skip
     return slider("tree_width", "Tree width", info, defaults=defaults)
 
 
@@ -101,7 +101,10 @@ def generate_tab(
                     DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
                 )
                 w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
-            w["tree_width"] = tree_width_slider()
+            w["tree_width"] = tree_width_slider(
+                auto=". With Auto K, the widest tree it may choose, round by round (the chain "
+                "where a tree does not pay)"
+            )
     if examples:
         gr.Examples(
             [[e["prompt"], e.get("drafter", "model")] for e in examples],

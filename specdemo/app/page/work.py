@@ -25,7 +25,8 @@ from specdemo.app.exact import joint
 from specdemo.app.generate import race
 from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.jobs import ExactnessCheck, Race, StepThrough
-from specdemo.app.step import microscope, stepping
+from specdemo.app.step import lesson, microscope, stepping
+from specdemo.app.step.tree_chart import tree_chart
 from specdemo.engine import make_generator
 from specdemo.profile import costs_for, measured_for, restore_measured
 from specdemo.text import token_labels
@@ -121,9 +122,11 @@ def render_step(pair, request: StepThrough, outcome: tuple) -> list:
     config, tokenizer = request.config, pair.tokenizer
     return [
         list(state.spans),
-        *stepping.round_markdown(r, tokenizer, config, t_step, scope.outside, state.refed),
+        *lesson.round_markdown(r, tokenizer, config, t_step, scope.outside, state.refed),
         stepping.round_rows(r, tokenizer, scope.outside),
-        charts.step_chart(r, lambda ids: token_labels(tokenizer, ids)),
+        (tree_chart if r.width > 1 else charts.step_chart)(
+            r, lambda ids: token_labels(tokenizer, ids)
+        ),
         *microscope.figures(scope),
         f"**Round {state.rounds}:** {microscope.markdown(scope, r, tokenizer)}",
         state,

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
-from specdemo.app.step.stepping import Microscope, cannot_propose
+from specdemo.app.step.lesson import cannot_propose
+from specdemo.app.step.stepping import Microscope
 from specdemo.render import COLORS
 from specdemo.rounds import Round
 from specdemo.text import token_text
@@ -93,6 +94,8 @@ def residual_chart(m: Microscope) -> go.Figure:
         return placeholder("Every guess was kept: no residual to draw from", HEIGHT)
     if m.kind == "plain":
         return placeholder("No guesses this round: no residual to draw from", HEIGHT)
+    if m.stages:
+        return stages_chart(m)
     fig = go.Figure(
         go.Bar(
             x=m.labels,
@@ -106,6 +109,27 @@ def residual_chart(m: Microscope) -> go.Figure:
     _y_range(fig, m.residual)
     drawn = m.labels[m.tokens.index(m.drawn)]
     return layout(fig, f"Where {drawn} came from", HEIGHT)
+
+
+STAGE_SHAPES = ["", "/", ".", "x", "-", "|"]
+STAGE_COLORS = ["#374151", "#6b7280", "#9ca3af", "#d55e00", "#e69f00", "#009e73"]
+
+
+def stages_chart(m: Microscope) -> go.Figure:
+    """A tree's node: p as each guess there was judged, shrinking by what q gave each rejected
+    one, and what was left to draw from when all were rejected; the kept sibling or the drawn
+    token marked on the bars of the stage that decided it."""
+    fig, last = go.Figure(), len(m.stages) - 1
+    kept = m.kept_sibling is not None
+    mark = _mark(m, m.kept_sibling if kept else m.drawn, "kept" if kept else "drawn")
+    for j, (label, values) in enumerate(m.stages):
+        look = {"marker_color": STAGE_COLORS[j % len(STAGE_COLORS)],
+                "marker_pattern_shape": STAGE_SHAPES[j % len(STAGE_SHAPES)]}  # fmt: skip
+        text = mark if j == last else None
+        fig.add_trace(go.Bar(x=m.labels, y=values, name=label, text=text, **look, **MARK))
+    fig.update_layout(barmode="group")
+    _y_range(fig, [v for _, values in m.stages for v in values])
+    return layout(fig, f"How p shrinks at position {m.position + 1}, guess by guess", HEIGHT)
 
 
 def _y_range(fig: go.Figure, values: list[float]) -> None:
@@ -166,6 +190,30 @@ def _note(m: Microscope, r: Round, tokenizer) -> str:
         "it was kept only with chance "
         f"p/q = {prob(r.accept_prob[i])}, and u = {prob(r.u[i])} said no. The part stacked on top, "
         f"max(0, p − q) (Σ = {prob(m.left)}), is what p has above q: what the draft under-"
-        f"proposed. Renormalised (the second chart), it is where {drawn} was drawn from, so "
-        "that kept guesses and replacements together follow p exactly."
+        + (
+            f"proposed. Renormalised (the second chart), it is where {drawn} was drawn from, so "
+            "that kept guesses and replacements together follow p exactly."
+            if not m.stages
+            else "proposed. " + _tree_note(m, r, tok)
+        )
+    )
+
+
+def _tree_note(m: Microscope, r: Round, tok) -> str:
+    """At a tree's node: the siblings tried after the first guess, each against what the
+    rejections before it left of p (the second chart's bars, one set per guess)."""
+    tried = r.siblings_tried[m.position]
+    end = (
+        f"{tok(m.kept_sibling)} was kept, so the round ends below it: the next token, "
+        f"{tok(m.drawn)}, comes from the target's p at that sibling's own row of the tree pass."
+        if m.kept_sibling is not None
+        else f"all {len(tried)} were rejected too, so the target drew {tok(m.drawn)} from what "
+        "the last rejection left (the last set of bars)."
+    )
+    return (
+        f"A tree does not stop here: it tries the {len(tried)} sibling(s) drawn with this "
+        "guess, in order, each with q renormalised without the guesses before it and judged "
+        "against what is left of p, max(0, p − q) renormalised (the second chart: p shrinking "
+        f"guess by guess). Here {end} Recursive rejection sampling without replacement keeps "
+        "every token distributed exactly as p."
     )

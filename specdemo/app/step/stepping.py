@@ -2,8 +2,8 @@
 
 ``next_round`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
 ``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
-whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_rows`` and
-``round_markdown`` turn the round into the table and the three plain-language notes the tab shows.
+whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_rows``
+turns the round into the table the tab shows; ``lesson.round_markdown`` into its three notes.
 """
 
 import contextlib
@@ -13,13 +13,14 @@ import torch
 
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.numbers import prob
-from specdemo.drafters import HYBRID_MIN_NGRAM, make_drafter
+from specdemo.drafters import make_drafter
 from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import Stopwatch, eos_ids
 from specdemo.render import round_spans
 from specdemo.rounds import Round, Stats
 from specdemo.sampling import residual
 from specdemo.text import Detokenizer, token_labels, token_text
+from specdemo.tree import node_steps
 from specdemo.verify import Verdict
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
@@ -71,6 +72,11 @@ class Microscope:
     # it, and q there is 0. `head_rows` is how many token ids that head scores.
     outside: bool = False
     head_rows: int | None = None
+    # A tree's node: the p each guess there was judged against, in the order tried (the draft's
+    # guess, then its siblings), each after the rejections before it, and what was left after
+    # the last one when every guess was rejected; (label, values per label) each.
+    stages: list[tuple[str, list[float]]] = field(default_factory=list)
+    kept_sibling: int | None = None  # the sibling kept at this node, if one was
 
 
 def next_round(
@@ -137,30 +143,47 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
         else "plain"
         if not r.k
         else "bonus"
-        if r.bonus
+        if r.bonus and r.sibling is None  # the whole chain kept (a kept sibling: a rejection)
         else "rejected"
     )
     scope = Microscope(kind, i, r.rejected, r.next_token, r.source)
-    if draft_model is not None and r.source == "model" and not r.bonus:
+    if draft_model is not None and r.source == "model" and kind == "rejected" and r.sibling is None:
         outside = not draft_model.covers(r.next_token)
         scope = replace(scope, outside=outside, head_rows=draft_model.head_rows)
     if kind == "greedy":
         return scope
     p = verdict.p[i].double()
     q = verdict.q[i].double() if kind == "rejected" else None
-    if r.sibling is not None or any(r.siblings_tried):  # a tree: siblings were tried here
-        # The next token came from the row of a kept sibling, or from what the siblings'
-        # rejections left of p: that is the distribution shown as drawn from.
-        return _fill(scope, tokenizer, p, q, drawn_from=verdict.next_dist.double())
+    tried = r.siblings_tried[i] if kind == "rejected" and i < len(r.siblings_tried) else ()
+    if tried:  # a tree: siblings were tried here, each against what the rejections left of p
+        return _fill(scope, tokenizer, p, q, [r.draft[i], *(t.token for t in tried)],
+                     r.sibling)  # fmt: skip
     return _fill(scope, tokenizer, p, q)
 
 
+def _stages(tokenizer, p, q, children: list[int], kept: int | None) -> list:
+    """(label, (vocab,) p) for each guess tried at a node, up to the one kept, and what was
+    left after the last when none was (``tree.node_steps``)."""
+    stages = []
+    for j, child, p_j, _ in node_steps(p, q.clone(), children):
+        before = f"after {token_text(tokenizer, children[j - 1])!r} was rejected" if j else ""
+        if child is None:
+            stages.append((f"what is left {before}", p_j))
+            break
+        stages.append((f"p judging {token_text(tokenizer, child)!r} {before}".strip(), p_j))
+        if child == kept:
+            break
+    return stages
+
+
 def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
-          drawn_from: torch.Tensor | None = None) -> Microscope:  # fmt: skip
-    """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `drawn_from`
-    replaces the residual when the next token came from elsewhere (a tree's siblings)."""
+          children: list[int] = (), kept: int | None = None) -> Microscope:  # fmt: skip
+    """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `children`,
+    the guesses a tree's node tried in order, with the sibling `kept` there, if one was."""
     score = p if q is None else torch.maximum(p, q)
-    shown = [t for t in (scope.drafted, scope.drawn) if t is not None]
+    drawn = scope.drawn if kept is None else None  # below a kept sibling: the next position's
+    shown = [t for t in (scope.drafted, *children[1:], drawn) if t is not None]
+    shown = list(dict.fromkeys(shown))
     for t in torch.topk(score, min(TOP_TOKENS, score.numel())).indices.tolist():
         if len(shown) < TOP_TOKENS and t not in shown and score[t] > 0:
             shown.append(t)
@@ -168,8 +191,8 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
     rows = {"p": p, "residual": p}
     if q is not None:
         rows = {"p": p, "q": q, "overlap": torch.minimum(p, q), "residual": residual(p, q)}
-    if drawn_from is not None:
-        rows["residual"] = drawn_from
+    stages = _stages(tokenizer, p, q, children, kept) if children else []
+    rows.update({f"stage {j}": row for j, (_, row) in enumerate(stages)})
     values = {name: row[shown].tolist() for name, row in rows.items()}
     labels = token_labels(tokenizer, shown)
     # The rest of the vocabulary as one bar, so that each kind of bar sums to the whole.
@@ -178,7 +201,8 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
         labels.append(OTHERS)
         for name, rest in others.items():
             values[name].append(rest)
-    scope = replace(scope, tokens=shown, labels=labels, **values)
+    named = [(label, values.pop(f"stage {j}")) for j, (label, _) in enumerate(stages)]
+    scope = replace(scope, tokens=shown, labels=labels, stages=named, kept_sibling=kept, **values)
     if q is None:
         return scope
     overlap = rows["overlap"]
@@ -227,153 +251,3 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
         verdict += ", a token the draft cannot propose"
     rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
     return rows
-
-
-def cannot_propose(token: str, rows: int | None = None) -> str:
-    """The sentence for a target token outside the draft's head (``draft_vocab``)."""
-    head = f"the {rows:,} token ids" if rows else "the token ids"
-    return (
-        f"The draft cannot propose {token}: its output layer scores only {head} the target "
-        "writes most often and the ids already in this text, and this is neither, so q = 0 "
-        "there and no guess could have matched it. Exactness is untouched: such a token comes "
-        "from the target's own p."
-    )
-
-
-def draft_cost(steps: int, seconds: float, verify_seconds: float) -> str:
-    """The draft steps' cost beside the verify pass's, in words chosen from the two figures."""
-    each, share = seconds / max(steps, 1), seconds / max(steps, 1) / verify_seconds
-    figures = f"{steps} took {1000 * seconds:.0f} ms, {1000 * each:.0f} ms each"
-    if share <= 0.5:
-        verify = f"{1000 * verify_seconds:.0f} ms"
-        return f"Draft steps are cheap: {figures}, against {verify} for the verify pass."
-    if share < 1:
-        return (
-            f"Draft steps are meant to be cheap, and these barely were: {figures}, "
-            f"{share:.0%} of the verify pass."
-        )
-    return (
-        f"These draft steps were not cheap: {figures}, each more than the whole verify pass "
-        f"({1000 * verify_seconds:.0f} ms). At such costs drafting cannot pay; a busy machine "
-        "can slow one pass more than another."
-    )
-
-
-def verify_cost(k: int, seconds: float, t_step: float | None) -> str:
-    """The end of the verify sentence: the pass's price in ordinary target steps (`t_step`, the
-    profile's; None: not measured), in words chosen from the figures."""
-    if not t_step:
-        return "."
-    steps = seconds / t_step
-    one = f"one ordinary target step takes {1000 * t_step:.0f} ms here"
-    if steps <= 1.3:
-        return f": about the price of a single ordinary token ({one})."
-    if steps < k + 1:
-        return (
-            f": {steps:.1f} ordinary steps' worth ({one}), still less than the {k + 1} steps "
-            "that tokens one at a time would cost."
-        )
-    return (
-        f": {steps:.1f} ordinary steps' worth ({one}), no cheaper than {k + 1} tokens one at a "
-        "time, so this round saved nothing (a busy machine can do this)."
-    )
-
-
-def round_markdown(
-    r: Round,
-    tokenizer,
-    config: RunConfig,
-    t_step: float | None = None,
-    outside: bool = False,
-    refed: tuple[int, float, float] = (0, 0.0, 0.0),
-) -> tuple[str, str, str]:
-    """Plain-language notes on the round's three phases: draft, verify, accept/reject. Every
-    comparison is chosen from the figures printed beside it; `t_step` is one plain target
-    step's measured seconds (``profile.costs_for``), None when not measured; `outside`: the
-    target's token is one the draft cannot propose (``Microscope.outside``); `refed`: the
-    context fed again before the round (``StepState.refed``), said apart from its costs."""
-
-    def tok(token: int) -> str:
-        return f"`{token_text(tokenizer, token)}`"
-
-    drafts = ", ".join(tok(t) for t in r.draft)
-    # A hybrid round says which of its two drafters ran, and why.
-    hybrid = config.drafter == "hybrid"
-    if r.source == "lookup" and not r.k:
-        draft = "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
-    elif r.source == "lookup":
-        found = (
-            f"The hybrid drafter found the last {HYBRID_MIN_NGRAM} tokens"
-            if hybrid
-            else "Prompt lookup found the last few tokens"
-        )
-        draft = (
-            f"{found} earlier in the text and proposed the {r.k} that followed them: {drafts}. "
-            "No model pass at all; a copied guess is certain of itself, so q(x) = 1."
-        )
-    else:
-        guessed = (
-            f"The hybrid drafter found no earlier copy of the last {HYBRID_MIN_NGRAM} tokens to "
-            "reuse, so the small draft model guessed"
-            if hybrid
-            else "The small draft model guessed"
-        )
-        draft = (
-            f"{guessed} {r.k} tokens one after another, each drawn from its own distribution q: "
-            f"{drafts}. {draft_cost(r.draft_steps, r.draft_time, r.verify_time)}"
-        )
-    verify = (
-        f"The big target model read the context plus all {r.k} guesses in **one** forward "
-        f"pass ({1000 * r.verify_time:.0f} ms). That pass gives the target's own distribution p "
-        f"at all {r.k + 1} positions at once{verify_cost(r.k, r.verify_time, t_step)}"
-    )
-    tokens, target_seconds, draft_seconds = refed
-    if tokens:
-        models = "both models" if draft_seconds else "the target"
-        verify += (
-            f" *Each click starts from the text so far: before this round {models} read its "
-            f"{tokens:,} tokens again ({1000 * (target_seconds + draft_seconds):.0f} ms), timed "
-            "apart and left out of the figures above; a generation keeps them in its caches.*"
-        )
-    greedy = config.temperature == 0
-    if greedy:
-        rule = (
-            "At temperature 0 both models are greedy: a guess is kept while it is the target's "
-            "top choice (p(x) = 1 in the table)."
-        )
-    else:
-        rule = (
-            "Left to right, guess x is kept when a uniform draw u is below min(1, p(x)/q(x)): "
-            "always if the target likes x at least as much as the draft did, else with "
-            "probability p/q."
-        )
-    i = r.n_accepted
-    if r.k == 0:
-        outcome = f"With no guesses, the target produced one token itself: {tok(r.next_token)}."
-    elif r.bonus:
-        outcome = (
-            f"All {r.k} guesses were kept, so the target's p at the next position gives a free "
-            f"**bonus** token, {tok(r.next_token)}: {r.k + 1} tokens from one target pass."
-        )
-    elif greedy:
-        outcome = (
-            f"Guess {i + 1}, {tok(r.draft[i])}, was not the target's top choice, so it was "
-            f"**rejected** with everything after it; the target's own choice "
-            f"{tok(r.next_token)} takes its place. This round: {i} kept + 1 = {i + 1} tokens."
-        )
-    else:
-        outcome = (
-            f"Guess {i + 1}, {tok(r.draft[i])}, had p = {prob(r.p_x[i])} and q = {prob(r.q_x[i])}; "
-            f"u = {prob(r.u[i])} was not below {prob(r.accept_prob[i])}, so it was **rejected** "
-            f"with everything after it. The target drew {tok(r.next_token)} from the residual "
-            "max(0, p − q), renormalised — the probability the draft under-proposed. That "
-            f"correction makes every token follow p exactly. This round: {i} kept + 1 = "
-            f"{i + 1} tokens."
-        )
-    if outside:
-        outcome += f" {cannot_propose(tok(r.next_token))}"
-    return (
-        f"**1 · Draft.** {draft}",
-        f"**2 · Verify.** {verify}",
-        f"**3 · Accept or reject.** {rule} {outcome}",
-    )

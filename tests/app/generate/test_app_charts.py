@@ -292,3 +292,32 @@ def test_every_series_differs_by_more_than_its_colour():
     fig = session_charts.speedup_chart([RUN, other])
     symbols = {t.marker.symbol for t in fig.data if t.mode == "lines+markers"}
     assert len(symbols) == 2
+
+
+def test_the_note_prices_a_tree_against_the_chain_from_the_profile_and_the_siblings_kept():
+    """RUN's profile charges each row after the first 0.1 of a step, so at K = 2 a width-3
+    fishbone (7 rows) costs 1.70 steps against the chain's 1.30; the note quotes both, the
+    siblings this run kept, the speedups the policy's own pricing gives, and its verdict. Cheap
+    rows and siblings always kept make a tree pay."""
+    from specdemo.policy import expected_tree_tokens
+
+    tree = replace(RUN, tree_width=3, k="auto", mean_k=2.2, rounds=20, tree_rounds=0,
+                   sibling_judged=(4, 3), sibling_kept=(1, 0))  # fmt: skip
+    note = costs.cost_note([tree])
+    assert "at K = 2 a fishbone of width 3 is one pass over 7 rows, 1.70 target steps" in note
+    assert "against 1.30 for the chain's 3 rows" in note
+    assert "a sibling was kept at 1 of the 4 nodes whose first guess was rejected" in note
+    # The chain: 1 + 0.6 + 0.36 tokens over 2 draft steps (0.8) and 1.3 steps.
+    chain = expected_tree_tokens([0.6, 0.6], 2, 0.0) / (0.8 + 1.3)
+    assert f"and {chain:.2f}× for the chain" in note and "does not pay" in note
+    assert "automatic K chose a tree in 0 of 20 rounds" in note
+    cheap = replace(tree, cost_t_verify=tuple(0.010 * (1.0 + 0.001 * k) for k in range(1, 9)),
+                    sibling_judged=(9,), sibling_kept=(9,))  # fmt: skip
+    assert "a tree pays on this machine" in costs.cost_note([cheap])
+    assert "Trees" not in costs.cost_note([RUN])  # a chain
+    greedy = costs.cost_note([replace(tree, temperature=0.0)])
+    assert "keeps what the chain keeps: every round ran as a chain" in greedy
+    fixed = costs.cost_note([replace(tree, k=2, tree_rounds=20)])
+    assert "20 of 20 rounds were trees (K is fixed, so the width is too" in fixed
+    wide = costs.cost_note([replace(tree, k=4)])  # 13 rows: past the widest pass timed (9)
+    assert "over 13 rows, 2.30 target steps here (extended from the widest pass timed)" in wide

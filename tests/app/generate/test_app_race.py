@@ -148,6 +148,24 @@ def test_auto_k_runs_record_the_mean_k_they_chose(pair):
     assert "Mean K per round" in comparison.comparison_markdown(spec, None)
 
 
+def test_auto_k_chooses_each_rounds_tree_width_up_to_the_one_asked(pair, monkeypatch):
+    """With Auto K the Tree width is the widest tree the policy may choose: on a profile whose
+    rows cost almost nothing it chooses trees, and the record counts them and the siblings
+    tried by rank; with a fixed K every sampled round is a tree of the width asked."""
+    cheap = StepCosts(0.01, 0.001, {k: 0.01 * (1 + 0.001 * k) for k in PROFILE_KS})
+    monkeypatch.setattr(race, "profile_of", lambda *_: cheap)
+    config = parse_run(PROMPT, auto_k=True, temperature=1.0, max_new_tokens=24, tree_width=3)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
+    assert set(spec.widths) <= {1, 2, 3} and max(spec.widths) > 1
+    assert row.rounds == len(spec.widths) and row.tree_rounds == sum(w > 1 for w in spec.widths)
+    assert row.sibling_judged == tuple(spec.siblings.judged) and sum(row.sibling_judged) > 0
+    assert "automatic K chose a tree in" in costs.tree_sentence(row)
+    fixed = race.last(race.run_speculative(pair, replace(config, k=2), ids))
+    assert fixed.widths.count(3) >= len(fixed.widths) - 1  # the last may have no room to draft
+
+
 def test_each_draft_position_counts_the_rounds_that_judged_and_kept_it():
     # Rounds (k, kept): (3, 2) judges positions 1-3 and keeps 1-2; (2, 0) judges only position 1;
     # (3, 3) keeps all three; a plain step (0, 0) judges nothing.

@@ -167,17 +167,33 @@ def test_step_keeps_its_context_until_reset(pair):
 def test_step_through_shows_a_trees_siblings(pair):
     """Tree width 3: the table lists the siblings tried after a rejected guess, in order, each
     with q without the earlier children and the p left; a kept sibling is followed by a bonus."""
-    state, seen_sibling, kept = None, False, False
+    state, seen_sibling, kept, all_rejected = None, False, False, False
     for _ in range(12):
         out = handlers.step(pair, PROMPT, 2, 1.0, 0, "model", state, tree_width=3)
         out = by_name(handlers.STEP_OUTPUTS, out)
         state = out["state"]
+        assert out["plot"].layout.title.text.startswith("The round as a tree")
+        assert "siblings drawn beside them" in out["verify"]
         siblings = [row for row in out["table"] if "sibling" in str(row[0])]
         seen_sibling |= bool(siblings)
+        if not siblings:
+            continue
+        # The microscope: p as each guess at the node was judged, one set of bars per guess.
+        shrinking = out["residual"].data
+        assert len(shrinking) >= 2 and shrinking[1].name.startswith("p judging")
+        assert "A tree does not stop here" in out["microscope_note"]
         if any(row[-1] == "accepted (sibling)" for row in siblings):
             kept = True
             assert out["table"][-1][-1].startswith("bonus")
-    assert seen_sibling and kept
+            assert "was **kept**" in out["accept"] and "**bonus**" in out["accept"]
+            assert len(shrinking) == 1 + siblings.index(next(
+                row for row in siblings if row[-1] == "accepted (sibling)")) + 1  # fmt: skip
+        else:
+            all_rejected = True
+            assert "and so were its siblings" in out["accept"]
+            assert shrinking[-1].name.startswith("what is left")
+            assert len(shrinking) == len(siblings) + 2  # each guess tried, and what was left
+    assert seen_sibling and kept and all_rejected
 
 
 def test_a_mistaken_rules_failure_shows_in_the_residuals_and_the_exact_rules_does_not(pair):

@@ -9,7 +9,7 @@ from conftest import PROMPT
 from specdemo import draft_vocab
 from specdemo.app import charts, numbers
 from specdemo.app.config import parse_run
-from specdemo.app.step import microscope, stepping
+from specdemo.app.step import lesson, microscope, stepping
 from specdemo.rounds import Round
 from specdemo.text import token_labels
 from specdemo.vocab import vocab_size
@@ -23,7 +23,7 @@ def test_step_through_advances_the_context(pair):
     assert state2.context[: len(state.context)] == state.context and state2.rounds == 2
     rows = stepping.round_rows(r2, pair.tokenizer)
     assert len(rows) == r2.k + 1 and rows[-1][-1].startswith(("bonus", "resampled"))
-    draft, verify, accept = stepping.round_markdown(r2, pair.tokenizer, config)
+    draft, verify, accept = lesson.round_markdown(r2, pair.tokenizer, config)
     assert "Draft" in draft and "one" in verify and ("rejected" in accept or "bonus" in accept)
     restarted, _, _ = stepping.next_round(pair, parse_run("Another prompt", k=3), state2)
     assert restarted.rounds == 1
@@ -48,13 +48,13 @@ def test_the_step_notes_follow_the_figures_beside_them(
         r, draft_steps=steps, draft_time=draft_ms / 1000, verify_time=verify_ms / 1000,
         draft=r.draft[:4] + [r.draft[0]] * (4 - len(r.draft)), source="model",
     )  # fmt: skip
-    draft, verify, _ = stepping.round_markdown(r, pair.tokenizer, config, t_step_ms / 1000)
+    draft, verify, _ = lesson.round_markdown(r, pair.tokenizer, config, t_step_ms / 1000)
     assert draft_says in draft and verify_says in verify
     textbook = ("Draft steps are cheap", "about the price")
     contradicted = textbook if draft_says != "Draft steps are cheap" else ()
     for wording in contradicted:
         assert wording not in draft + verify
-    _, unmeasured, _ = stepping.round_markdown(r, pair.tokenizer, config)
+    _, unmeasured, _ = lesson.round_markdown(r, pair.tokenizer, config)
     assert "price" not in unmeasured and "ordinary" not in unmeasured
 
 
@@ -85,7 +85,7 @@ def test_step_through_explains_every_kind_of_round(pair, drafter, temperature):
     state = None
     for _ in range(3):
         state, r, scope = stepping.next_round(pair, config, state)
-        draft, verify, accept = stepping.round_markdown(r, pair.tokenizer, config)
+        draft, verify, accept = lesson.round_markdown(r, pair.tokenizer, config)
         assert draft.startswith("**1 · Draft.**") and accept.startswith("**3 · Accept")
         assert len(stepping.round_rows(r, pair.tokenizer)) == r.k + 1
         charts.step_chart(r, lambda ids: token_labels(pair.tokenizer, ids))
@@ -103,9 +103,9 @@ def test_a_hybrid_rounds_draft_note_names_the_drafter_that_ran(pair):
                   draft_time=0.0, verify_time=0.01, finished=False, k_asked=2)  # fmt: skip
     copied = Round(draft=[5, 6], draft_steps=0, source="lookup", **common)
     guessed = Round(draft=[5, 6], draft_steps=2, source="model", **common)
-    draft, _, _ = stepping.round_markdown(copied, pair.tokenizer, config)
+    draft, _, _ = lesson.round_markdown(copied, pair.tokenizer, config)
     assert "hybrid drafter found the last 3 tokens earlier" in draft and "q(x) = 1" in draft
-    draft, _, _ = stepping.round_markdown(guessed, pair.tokenizer, config)
+    draft, _, _ = lesson.round_markdown(guessed, pair.tokenizer, config)
     assert "hybrid drafter found no earlier copy" in draft and "draft model guessed 2" in draft
 
 
@@ -193,7 +193,7 @@ def test_the_microscopes_q_comes_from_the_drafters_ranked_head(pair, monkeypatch
 
 def said_cannot_propose(pair, config, r, m) -> list[bool]:
     """Whether the table, the round's notes and the microscope say the draft cannot propose."""
-    notes = " ".join(stepping.round_markdown(r, pair.tokenizer, config, None, m.outside))
+    notes = " ".join(lesson.round_markdown(r, pair.tokenizer, config, None, m.outside))
     return [
         "cannot propose" in stepping.round_rows(r, pair.tokenizer, m.outside)[-1][-1],
         "The draft cannot propose" in notes,
@@ -266,7 +266,7 @@ def test_a_rejection_with_tiny_probabilities_shows_their_size(pair):
               accept_prob=[0.05, 1.0], u=[0.5, 0.0], residual_top=[(7, 0.6)], tokens=[7],
               draft_steps=2, draft_time=0.0, verify_time=0.01, finished=False, k_asked=2,
               source="model")  # fmt: skip
-    _, _, accept = stepping.round_markdown(r, pair.tokenizer, config)
+    _, _, accept = lesson.round_markdown(r, pair.tokenizer, config)
     assert "p = 2.1e-5 and q = 4.2e-4" in accept and "0.000" not in accept
     assert stepping.round_rows(r, pair.tokenizer)[0][2:6] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
     m = stepping.Microscope("rejected", 0, 5, 7, kept=3e-4, left=0.9997, p_x=2.1e-5, q_x=4.2e-4)
@@ -299,7 +299,7 @@ def test_a_round_is_timed_apart_from_the_context_it_reads_again(pair):
     tokens, target_seconds, draft_seconds = state.refed
     assert tokens == len(state.context) - len(r.tokens) - 1
     assert target_seconds > 0 and draft_seconds > 0
-    _, verify, _ = stepping.round_markdown(r, pair.tokenizer, config, refed=state.refed)
+    _, verify, _ = lesson.round_markdown(r, pair.tokenizer, config, refed=state.refed)
     assert f"read its {tokens:,} tokens again" in verify and "both models" in verify
-    _, verify, _ = stepping.round_markdown(r, pair.tokenizer, config)
+    _, verify, _ = lesson.round_markdown(r, pair.tokenizer, config)
     assert "again" not in verify

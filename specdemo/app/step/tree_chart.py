@@ -1,0 +1,127 @@
+"""A tree round drawn as a tree: the draft's chain as a spine, each position's siblings hanging
+below it in the order they were tried, every node marked kept, rejected or never judged, and the
+round's own token where it came from.
+
+Plain numbers in (a ``rounds.Round`` with its ``siblings``), a ``go.Figure`` out. Each state has
+a marker shape and a sign in its label as well as a colour, and the kept path is drawn thicker,
+so the tree reads without colour.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from specdemo.app.charts import layout
+from specdemo.app.numbers import prob
+from specdemo.render import COLORS
+from specdemo.rounds import Round
+
+# state -> (legend name, marker symbol, colour, sign before the token)
+STATES = {
+    "kept": ("kept", "circle", COLORS["accepted"], "✓"),
+    "rejected": ("rejected", "x", COLORS["rejected"], "✗"),
+    "unjudged": (
+        "never judged (after a rejection or a kept sibling)",
+        "circle-open",
+        "#9ca3af",
+        "·",
+    ),  # fmt: skip
+    "bonus": ("bonus: from the last kept node's own p", "star", COLORS["bonus"], "★"),
+    "resampled": (
+        "drawn from what the rejections left of p",
+        "diamond",
+        COLORS["resampled"],
+        "◆",
+    ),  # fmt: skip
+}
+ROOT = "the text so far"
+
+
+@dataclass(frozen=True)
+class Node:
+    x: int  # depth: 0 the root, 1..K the chain's positions, K + 1 a bonus after a full chain
+    y: int  # 0 the spine; -1, -2, ... the siblings at that depth, in the order tried
+    token: int | None  # None for the root
+    state: str  # a key of STATES, or "root"
+    parent: tuple[int, int] | None
+    hover: str = ""
+
+
+def nodes(r: Round) -> list[Node]:
+    """The round's nodes, the root first. The spine's node at depth d + 1 hangs from depth d, as
+    do its siblings; the round's own token hangs from the last kept node, or, where every guess
+    at a position was rejected, sits below them as their replacement."""
+    out = [Node(0, 0, None, "root", None)]
+    n = r.n_accepted
+    for i, token in enumerate(r.draft):
+        state = "kept" if i < n else "rejected" if i == n else "unjudged"
+        hover = f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, min(1, p/q) = "
+        hover += prob(r.accept_prob[i]) + (f", u = {prob(r.u[i])}" if i <= n else "")
+        out.append(Node(i + 1, 0, token, state, (i, 0), hover))
+        tried = r.siblings_tried[i] if i < len(r.siblings_tried) else ()
+        group = r.siblings[i] if i < len(r.siblings) else ()
+        for j, sibling in enumerate(group):
+            if j < len(tried):
+                t = tried[j]
+                state = "kept" if t.kept else "rejected"
+                hover = (f"q = {prob(t.q_x)} (earlier guesses removed), p = {prob(t.p_x)} "
+                         f"(what they left), min(1, p/q) = {prob(t.accept_prob)}, "
+                         f"u = {prob(t.u)}")  # fmt: skip
+            else:
+                state, hover = "unjudged", "never judged"
+            out.append(Node(i + 1, -(j + 1), sibling, state, (i, 0), hover))
+    if r.sibling is not None:  # a sibling was kept: the bonus comes from its own row
+        kept = next(node for node in out if node.state == "kept" and node.y < 0)
+        out.append(Node(kept.x + 1, kept.y, r.next_token, "bonus", (kept.x, kept.y)))
+    elif r.bonus:  # the whole chain was kept
+        out.append(Node(r.k + 1, 0, r.next_token, "bonus", (r.k, 0)))
+    else:  # every guess at position n + 1 was rejected
+        below = min(node.y for node in out if node.x == n + 1)
+        out.append(Node(n + 1, below - 1, r.next_token, "resampled", (n, 0)))
+    return out
+
+
+def tree_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
+    """The round's tree (``nodes``): edges grey, the kept path thick, one trace per state."""
+    found = nodes(r)
+    texts = dict(zip(found[1:], labels([n.token for n in found[1:]]), strict=True))
+    fig = go.Figure()
+    emitted = ("kept", "bonus", "resampled")  # the tokens the round wrote
+    kept = {(n.x, n.y) for n in found if n.state in emitted} | {(0, 0)}
+    for thick in (False, True):
+        xs, ys = [], []
+        for n in found:
+            if n.parent is None or ((n.x, n.y) in kept and n.parent in kept) != thick:
+                continue
+            xs += [n.parent[0], n.x, None]
+            ys += [n.parent[1], n.y, None]
+        fig.add_trace(go.Scatter(
+            x=xs, y=ys, mode="lines", hoverinfo="skip",
+            name="kept path" if thick else "tried or drawn",
+            line={"color": "#374151" if thick else "#d1d5db", "width": 5 if thick else 2,
+                  "dash": "solid" if thick else "dot"},
+        ))  # fmt: skip
+    root = {"symbol": "square", "size": 16, "color": "#6b7280"}
+    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[ROOT], marker=root,
+                             textposition="bottom center", showlegend=False))  # fmt: skip
+    for state, (name, symbol, color, sign) in STATES.items():
+        shown = [n for n in found if n.state == state]
+        if not shown:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[n.x for n in shown], y=[n.y for n in shown], mode="markers+text", name=name,
+            text=[f"{sign} {texts[n]}" for n in shown], textposition="middle right",
+            customdata=[n.hover for n in shown],
+            hovertemplate="%{text}<br>%{customdata}<extra></extra>",
+            marker={"symbol": symbol, "size": 18, "color": color,
+                    "line": {"width": 2, "color": color}},
+        ))  # fmt: skip
+    depth = max(n.x for n in found)
+    fig.update_xaxes(range=[-0.4, depth + 0.9], tickvals=list(range(depth + 1)),
+                     ticktext=["root", *(f"position {d}" for d in range(1, depth + 1))],
+                     showgrid=False, zeroline=False)  # fmt: skip
+    low = min(n.y for n in found)
+    fig.update_yaxes(range=[low - 0.6, 0.6], showticklabels=False, showgrid=False, zeroline=False)
+    title = "The round as a tree: the draft's guesses on top, siblings below in the order tried"
+    return layout(fig, title, height=260 + 60 * (-low))
