@@ -437,6 +437,28 @@ def trees() -> str:
     return table(header, rows)
 
 
+def trees_auto() -> str:
+    """Automatic K with the chain only against automatic K that may choose trees, same prompts
+    and seeds: the speed of each and their ratio."""
+    result = load("trees-auto.json")
+    by = {(r["prompt_set"], r["temperature"], r["drafter"]): r for r in result["rows"]}
+    rows = []
+    for (name, temperature, drafter), chain in by.items():
+        tree = by.get((name, temperature, f"{drafter}, tree auto"))
+        if tree is None:
+            continue
+        rows.append([
+            name, temp(temperature), f"{chain['baseline_tok_s']:.2f}",
+            f"{chain['ours_tok_s']:.2f}", x(chain["speedup"]), f"{tree['ours_tok_s']:.2f}",
+            x(tree["speedup"]), f"{chain['tokens_per_pass']:.2f} / {tree['tokens_per_pass']:.2f}",
+            f"**{x(tree['ours_tok_s'] / chain['ours_tok_s'])}**",
+        ])  # fmt: skip
+    header = ["set", "T", "`generate` tok/s", "auto K, chain tok/s", "speedup",
+              "auto K and width tok/s", "speedup", "tokens/pass chain / auto width",
+              "**auto width / chain**"]  # fmt: skip
+    return table(header, rows)
+
+
 # ------------------------------------------------------------------- start-up (startup.json)
 
 
@@ -650,6 +672,7 @@ TABLES = {
     "auto-by-cpu": auto_by_cpu,
     "startup": startup,
     "trees": trees,
+    "trees-auto": trees_auto,
     "speed-targets": speed_targets,
     "draft-vocab": draft_vocab,
     "auto-vocab": auto_vocab,
