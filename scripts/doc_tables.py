@@ -652,7 +652,27 @@ def dispatch_pairs() -> str:
     return nth_table(dispatch.markdown(dispatch.report_from_measured(load("dispatch.json"))), 1)
 
 
+def dispatch_trees() -> str:
+    """Tree passes and the fastest chain and fishbone on the H200, predicted from the dispatch
+    model's measured inputs (``specdemo.dispatch_trees``)."""
+    from specdemo import dispatch_trees as trees  # noqa: PLC0415
+
+    measured = dispatch.report_from_measured(load("dispatch.json")).measured
+    rows = []
+    for p in trees.predict(measured):
+        steps = " / ".join(f"{p.steps[n]:.2f}" for n in trees.TREE_ROWS)
+        device = " / ".join(f"{p.device_ms[n]:.1f}" for n in trees.TREE_ROWS)
+        (k, _, n, chain), (tk, w, tn, tree) = p.chain, p.tree
+        rows.append([p.gpu, p.pair, steps, device, f"K = {k} ({n} rows): {x(chain)}",
+                     f"K = {tk}, width {w} ({tn} rows): **{x(tree)}**"])  # fmt: skip
+    sizes = " / ".join(str(n) for n in trees.TREE_ROWS)
+    header = ["GPU", "pair", f"pass over {sizes} rows (target steps)", "device ms, same",
+              "best chain, captured draft", "best fishbone, captured draft"]  # fmt: skip
+    return table(header, rows)
+
+
 TABLES = {
+    "dispatch-trees": dispatch_trees,
     "main-best": main_best,
     "main-steps": main_steps,
     "lookup": lookup,

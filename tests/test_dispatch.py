@@ -150,3 +150,25 @@ def test_predictions_are_made_again_from_a_recorded_reports_measured_inputs(caps
         assert cli.main(["bench", "--dispatch", "--measured", str(path), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["measured"] == recorded["measured"] and again["pairs"] == recorded["pairs"]
+
+
+def test_a_tree_pass_costs_its_widest_measured_dispatch_or_its_device_time(monkeypatch):
+    """Past the widths measured, an eager pass costs the widest measured host time (dispatch
+    does not grow with rows) unless the device's time, which grows with rows (dequantised
+    weights and arithmetic), is larger; the fishbone priced with siblings never kept is no
+    faster than the chain."""
+    from specdemo import dispatch_trees
+
+    arch = dispatch.ARCHS["1.5B"]
+    slow_host = dispatch.Measured(28, {1: 0.040, 9: 0.048}, {1: 1025, 9: 1032})
+    seconds, device = dispatch_trees.pass_seconds(arch, slow_host, 64)
+    assert seconds == 0.048 and 0 < device < seconds
+    assert dispatch_trees.pass_seconds(arch, slow_host, 32)[1] < device  # fewer rows, less work
+    fast_host = dispatch.Measured(28, {1: 1e-6, 9: 1e-6}, {1: 1025, 9: 1032})
+    assert dispatch_trees.pass_seconds(arch, fast_host, 64) == (device, device)
+    measured = {"1.5B": slow_host, "0.5B": dispatch.Measured(24, {1: 0.036}, {1: 881})}
+    [best] = dispatch_trees.predict(measured, {"qwen-coder": dispatch.PAIRS["qwen-coder"]})
+    assert best.steps[64] == pytest.approx(0.048 / 0.040) and best.tree[3] > best.chain[3]
+    monkeypatch.setattr(dispatch_trees, "SIBLING_PRIOR", 0.0)
+    [flat] = dispatch_trees.predict(measured, {"qwen-coder": dispatch.PAIRS["qwen-coder"]})
+    assert flat.tree[3] <= flat.chain[3]
