@@ -23,7 +23,6 @@ from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
 from specdemo.draft_vocab import draft_head
 from specdemo.drafters import auto_head_rows, make_drafter
 from specdemo.engine import (
-    AUTO_TREE_WIDTH,
     autoregressive_generate,
     make_generator,
     resolve_k,
@@ -102,7 +101,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
             pair.target,
             drafter,
             input_ids,
-            k=resolve_k(k, pair.target, drafter, AUTO_TREE_WIDTH if width == "auto" else 1),
+            k=resolve_k(k, pair.target, drafter, width),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,

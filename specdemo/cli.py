@@ -46,7 +46,6 @@ def load(args, quiet: bool = False):
 def cmd_generate(args) -> int:
     from specdemo.drafters import make_drafter
     from specdemo.engine import (
-        AUTO_TREE_WIDTH,
         check_tree_width,
         make_generator,
         resolve_k,
@@ -84,9 +83,7 @@ def cmd_generate(args) -> int:
         pair.target,
         drafter,
         input_ids,
-        k=resolve_k(
-            args.k, pair.target, drafter, AUTO_TREE_WIDTH if args.tree_width == "auto" else 1
-        ),
+        k=resolve_k(args.k, pair.target, drafter, args.tree_width),
         sampling=sampling,
         max_new_tokens=args.max_new_tokens,
         generator=generator,

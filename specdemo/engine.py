@@ -332,7 +332,7 @@ def generate(
             target,
             proposer,
             input_ids,
-            k=resolve_k(k, target, proposer, AUTO_TREE_WIDTH if tree_width == "auto" else 1),
+            k=resolve_k(k, target, proposer, tree_width),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
@@ -346,11 +346,11 @@ def generate(
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
 
 
-def resolve_k(k: int | str | AutoK, target, drafter, max_width: int = 1) -> int | AutoK:
+def resolve_k(k: int | str | AutoK, target, drafter, tree_width: int | str = 1) -> int | AutoK:
     """A fixed k or a policy as given; "auto" as a policy on this pair's step costs, choosing
-    tree widths up to `max_width`."""
+    tree widths up to AUTO_TREE_WIDTH where `tree_width` is "auto", else the chain."""
     if k == "auto":
-        return auto_k(target, drafter, max_width)
+        return auto_k(target, drafter, AUTO_TREE_WIDTH if tree_width == "auto" else 1)
     check_k(k)
     return k
 

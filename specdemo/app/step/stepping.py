@@ -7,6 +7,7 @@ turns the round into the table the tab shows; ``lesson.round_markdown`` into its
 """
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -161,7 +162,7 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
     return _fill(scope, tokenizer, p, q)
 
 
-def _stages(tokenizer, p, q, children: list[int], kept: int | None) -> list:
+def _stages(tokenizer, p, q, children: Sequence[int], kept: int | None) -> list:
     """(label, (vocab,) p) for each guess tried at a node, up to the one kept, and what was
     left after the last when none was (``tree.node_steps``)."""
     stages = []
@@ -177,7 +178,7 @@ def _stages(tokenizer, p, q, children: list[int], kept: int | None) -> list:
 
 
 def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
-          children: list[int] = (), kept: int | None = None) -> Microscope:  # fmt: skip
+          children: Sequence[int] = (), kept: int | None = None) -> Microscope:  # fmt: skip
     """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `children`,
     the guesses a tree's node tried in order, with the sibling `kept` there, if one was."""
     score = p if q is None else torch.maximum(p, q)
