@@ -145,13 +145,13 @@ def cmd_dispatch(args) -> int:
     """The dispatch cost model (``specdemo.dispatch``): loads no pair, measures on the CPU."""
     import dataclasses
 
-    from specdemo import dispatch
+    from specdemo import dispatch, dispatch_measure
 
     if args.measured:  # a recorded report's measured inputs, predicted again
         recorded = json.loads(Path(args.measured).read_text())
         report = dispatch.report_from_measured(recorded)
     else:
-        report = dispatch.dispatch_report()
+        report = dispatch_measure.dispatch_report()
     print(json.dumps(dataclasses.asdict(report)) if args.json else dispatch.markdown(report))
     return 0
 

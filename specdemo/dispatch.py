@@ -1,23 +1,18 @@
 """The dispatch cost model: at batch 1 on a datacenter GPU a step costs per layer, not parameter.
 
-``measure_depths`` times each architecture of ``ARCHS`` at its real depth but a tiny width on the
-running machine, where what is left is host-side dispatch, and counts the ops a pass dispatches
-(a proxy for kernel launches). ``predict`` turns those and each model's weight bytes into GPU step
-costs for every registered pair, eager and with a CUDA-graph-captured draft step, and into the
-speedup ``theory.StepCosts`` predicts from them; ``dispatch_report`` does both.
+``dispatch_measure`` times each architecture of ``ARCHS`` at its real depth but a tiny width on
+the running machine, where what is left is host-side dispatch, and counts the ops a pass
+dispatches (a proxy for kernel launches). ``predict`` turns those and each model's weight bytes
+into GPU step costs for every registered pair, eager and with a CUDA-graph-captured draft step,
+and into the speedup ``theory.StepCosts`` predicts from them.
 """
 
 import re
 from dataclasses import dataclass
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-
 from specdemo import draft_vocab
-from specdemo.lm import forward
-from specdemo.machine import machine
 from specdemo.models.pairs import PAIRS, ModelSpec, PairSpec
-from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS, pass_seconds, synthetic_context
+from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS
 from specdemo.theory import StepCosts
 
 
@@ -42,10 +37,6 @@ ARCHS = {
     "14B": Arch(5120, 48, 40, 8, 13824, 152064, False),
     "32B": Arch(5120, 64, 40, 8, 27648, 152064, False),
 }
-# The width every arch is measured at; only its depth is real.
-TINY_WIDTH = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2)
-TINY_WIDTH.update(intermediate_size=128, vocab_size=1024)
-
 # A launch-bound datacenter GPU, the H200. Assumed, not measured here:
 HBM_BYTES_PER_S = 4.8e12  # HBM3e, nominal (NVIDIA H200 datasheet), so device time is a floor
 KERNEL_FLOOR_S = 2.5e-6  # a tiny kernel run back to back with the next: 2-3 us (NVIDIA blog
@@ -175,69 +166,6 @@ def draft_head_rows(arch: Arch) -> int:
     return ranked.rows if arch.vocab_size == ranked.vocab_size else arch.vocab_size
 
 
-def tiny_width_model(layers: int, four_bit: bool):
-    """A random Qwen2ForCausalLM of `layers` decoder layers at `TINY_WIDTH` on the CPU, NF4 if
-    `four_bit`."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from specdemo.models.convert import quantize, quiet_transformers
-
-    config = Qwen2Config(num_hidden_layers=layers, max_position_embeddings=2048, **TINY_WIDTH)
-    with torch.device("cpu"):
-        model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
-    if four_bit:
-        with quiet_transformers():
-            model = quantize(model)  # specdemo's own NF4 conversion
-    return model
-
-
-class _OpCounter(TorchDispatchMode):
-    """Counts the ops dispatched inside it, except views, which launch no kernel."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops += not func.is_view
-        return func(*args, **(kwargs or {}))
-
-
-@torch.inference_mode()
-def count_kernels(model, context: list[int], widths) -> dict[int, int]:
-    """Non-view ops of a pass over the last n tokens of `context` with the rest of it in a warm
-    KV cache, for each n in `widths`."""
-    _, cache = forward(model, context, None)
-    counts = {}
-    for n in widths:
-        with _OpCounter() as counter:
-            forward(model, context[-n:], cache, n_logits=n)
-        counts[n] = counter.ops
-        cache.crop(-n)
-    return counts
-
-
-def measure_depths(depths, widths, four_bit: bool, repeats: int = 3) -> dict[int, Measured]:
-    """{layers: Measured} for a tiny-width model of each depth. Each repeat times every depth in
-    turn (``profile.pass_seconds``, widths interleaved), so a busy moment of a shared machine
-    falls on all alike, and each width keeps its fastest repeat: dispatch has a floor that
-    contention only adds to. One intra-op thread, as dispatch runs on one host thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        models = {n: tiny_width_model(n, four_bit) for n in depths}
-        contexts = {n: synthetic_context(model) for n, model in models.items()}
-        samples = {n: [] for n in depths}
-        for _ in range(repeats):
-            for n, model in models.items():
-                samples[n].append(pass_seconds(model, contexts[n], widths, repeats=1))
-        host = {n: {w: min(s[w] for s in samples[n]) for w in widths} for n in depths}
-        kernels = {n: count_kernels(model, contexts[n], widths) for n, model in models.items()}
-    finally:
-        torch.set_num_threads(threads)
-    return {n: Measured(n, host[n], kernels[n]) for n in depths}
-
-
 def weight_bytes(arch: Arch, head_rows: int) -> float:
     """Bytes of weights a step reads: NF4 linear layers, 16-bit biases and norms, and the 16-bit
     output head's first `head_rows` rows (the input embedding reads one row per token)."""
@@ -311,23 +239,9 @@ def predict(measured: dict[str, Measured], pairs=None, ks=PROFILE_KS, gpus=GPUS)
     return [step for step in costs if step is not None]
 
 
-def dispatch_report(repeats: int = 3) -> DispatchReport:
-    """Measure every depth of `ARCHS` on this machine's CPU, in 4-bit NF4 where bitsandbytes runs
-    (``models.kernels.four_bit_problem``) so that its wrappers' cost counts, else in bf16; then
-    predict the GPU costs of every registered pair."""
-    from specdemo.models.kernels import four_bit_problem
-
-    problem = four_bit_problem("cpu")
-    depths = sorted({arch.num_hidden_layers for arch in ARCHS.values()})
-    by_depth = measure_depths(depths, (1, *(k + 1 for k in PROFILE_KS)), not problem, repeats)
-    measured = {name: by_depth[arch.num_hidden_layers] for name, arch in ARCHS.items()}
-    return DispatchReport(
-        machine=machine("cpu"),
-        precision="4-bit NF4" if problem is None else f"bf16 (no 4-bit here: {problem})",
-        measured=measured,
-        pairs=predict(measured),
-        constants={name: globals()[name] for name in CONSTANTS},
-    )
+def constants() -> dict[str, float]:
+    """The assumed constants a report's predictions rest on, by name."""
+    return {name: globals()[name] for name in CONSTANTS}
 
 
 def report_from_measured(recorded: dict) -> DispatchReport:
@@ -347,7 +261,7 @@ def report_from_measured(recorded: dict) -> DispatchReport:
         precision=recorded["precision"],
         measured=measured,
         pairs=predict(measured),
-        constants={name: globals()[name] for name in CONSTANTS},
+        constants=constants(),
     )
 
 

@@ -1,12 +1,12 @@
 """Token trees on a GPU, predicted from the dispatch model's measured inputs (``dispatch``).
 
-At batch 1 an eager pass costs its host-side dispatch, and the ops a pass dispatches barely
-grow with its rows (1,025 ops for one token, 1,032 for 2 to 9, ``dispatch.count_kernels``), so a
+At batch 1 an eager pass costs its host-side dispatch, and the ops a pass dispatches barely grow
+with its rows (1,025 ops for one token, 1,032 for 2 to 9, ``dispatch_measure.count_kernels``), so a
 pass over a tree of 16-64 nodes is predicted to cost what the widest pass measured costs on the
 host, unless the GPU itself takes longer: its weights and KV cache at the memory bandwidth, the
-kernel floor, and, above one row, bitsandbytes' NF4 weights dequantised to bf16 (written, then
-read by the matmul) and the matmuls' arithmetic at the GPU's dense bf16 peak. Every figure here
-is predicted, none measured.
+kernel floor, and, above one row, bitsandbytes' NF4 weights dequantised to bf16 (written, then read
+by the matmul) and the matmuls' arithmetic at the GPU's dense bf16 peak. Every figure here is
+predicted, none measured.
 
 ``tree_rows`` prices a pass per pair and tree size; ``best_shapes`` the fastest chain and the
 fastest fishbone (``tree``) for a captured draft step, at the embedded pair's measured α and the

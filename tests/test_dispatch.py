@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 
-from specdemo import cli, dispatch
+from specdemo import cli, dispatch, dispatch_measure
 from specdemo.dispatch import ARCHS, Measured, arch_of, best_k, predict, predict_pair
 from specdemo.models.kernels import four_bit_problem
 from specdemo.models.pairs import PAIRS, ModelSpec
@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def depths() -> dict[int, Measured]:
     """Tiny-width models of 4 layers and of the embedded pair's depths, measured here."""
-    return dispatch.measure_depths((4, 24, 28), (1, 2), four_bit_problem() is None, repeats=2)
+    four_bit = four_bit_problem() is None
+    return dispatch_measure.measure_depths((4, 24, 28), (1, 2), four_bit, repeats=2)
 
 
 def synthetic(seconds_per_layer=1.5e-3, widths=range(1, 10)) -> dict[str, Measured]:
@@ -114,7 +115,7 @@ def test_make_random_pair_builds_the_dispatch_archs():
 
 def test_cli_bench_dispatch_prints_json_and_a_table_without_loading_a_pair(monkeypatch, capsys):
     by_depth = {m.layers: m for m in synthetic().values()}
-    monkeypatch.setattr(dispatch, "measure_depths", lambda depths, *args: by_depth)
+    monkeypatch.setattr(dispatch_measure, "measure_depths", lambda depths, *args: by_depth)
     monkeypatch.setattr(cli, "load", mock.Mock(side_effect=AssertionError("loaded a pair")))
     assert cli.main(["bench", "--dispatch", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -146,7 +147,8 @@ def test_predictions_are_made_again_from_a_recorded_reports_measured_inputs(caps
     from its measured inputs, with nothing measured here."""
     path = ROOT / "docs/bench/dispatch.json"
     recorded = json.loads(path.read_text())
-    with mock.patch.object(dispatch, "measure_depths", side_effect=AssertionError("measured")):
+    measured = AssertionError("measured")
+    with mock.patch.object(dispatch_measure, "measure_depths", side_effect=measured):
         assert cli.main(["bench", "--dispatch", "--measured", str(path), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["measured"] == recorded["measured"] and again["pairs"] == recorded["pairs"]

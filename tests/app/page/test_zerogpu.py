@@ -185,14 +185,14 @@ def test_each_request_is_priced_with_the_loaded_pairs_own_step_budgets(pair):
 
 
 def test_the_budgets_op_count_is_the_one_a_pass_dispatches():
-    from specdemo import dispatch
+    from specdemo import dispatch, dispatch_measure
     from specdemo.models.kernels import four_bit_problem
     from specdemo.profile import synthetic_context
 
     counts = {}
     for layers in (2, 4):
-        model = dispatch.tiny_width_model(layers, four_bit_problem("cpu") is None)
-        counts[layers] = dispatch.count_kernels(model, synthetic_context(model), (1,))[1]
+        model = dispatch_measure.tiny_width_model(layers, four_bit_problem("cpu") is None)
+        counts[layers] = dispatch_measure.count_kernels(model, synthetic_context(model), (1,))[1]
     per_layer = (counts[4] - counts[2]) / 2
     assert per_layer in (36, dispatch.OPS_PER_LAYER)  # bf16 or dequantised NF4; fused NF4
     assert counts[2] - 2 * per_layer == dispatch.OPS_FIXED
