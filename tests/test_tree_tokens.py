@@ -1,0 +1,36 @@
+"""scripts/tree_tokens.py: tokens per pass pooled over runs, and each tree compared with the chain
+of its own prompt and seed."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("tree_tokens", ROOT / "scripts/tree_tokens.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(prompt, seed, width, tokens, rounds):
+    return dict(set="prose", prompt=prompt, seed=seed, width=width, tokens=tokens,
+                rounds=rounds, siblings_kept=width - 1)  # fmt: skip
+
+
+def test_tokens_per_pass_pool_the_runs_and_pair_each_tree_with_its_chain():
+    script = load_script()
+    runs = [
+        run(0, 0, 1, 60, 40), run(0, 0, 2, 60, 30),  # 1.5 against 2.0
+        run(1, 0, 1, 64, 32), run(1, 0, 2, 64, 16),  # 2.0 against 4.0
+    ]  # fmt: skip
+    chain, tree = script.summarise(runs)
+    assert (chain["width"], chain["tokens_per_pass"], chain["vs_chain"]) == (1, 124 / 72, 0)
+    assert tree["tokens_per_pass"] == 124 / 46  # pooled, not the mean of 2.0 and 4.0
+    assert tree["vs_chain"] == pytest.approx((0.5 + 2.0) / 2)  # paired by prompt and seed
+    # 1.96 * stdev(0.5, 2.0) / sqrt(2)
+    assert tree["vs_chain_interval"] == pytest.approx(1.96 * 1.0606601717798212 / 2**0.5)
+    assert (tree["runs"], tree["rounds"], tree["siblings_kept"]) == (2, 46, 2)
