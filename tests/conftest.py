@@ -2,6 +2,7 @@
 repository's root and the prompt the app's tests send."""
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -200,6 +201,23 @@ def tiny_llama():
     return tiny_model("llama", seed=1)
 
 
+@contextmanager
+def traceable(model):
+    """bitsandbytes' 4-bit weights are a Parameter subclass (``Params4bit``) that make_fx's
+    tracer does not handle: its 4-bit op would fail to dispatch. For the trace they pass as plain
+    Parameters, the same tensors with the same quantisation state, so the op is recorded like
+    any other; their class is restored after."""
+    swapped = [p for p in model.parameters() if type(p).__name__ == "Params4bit"]
+    classes = [type(p) for p in swapped]
+    try:
+        for p in swapped:
+            p.__class__ = torch.nn.Parameter
+        yield
+    finally:
+        for p, cls in zip(swapped, classes, strict=True):
+            p.__class__ = cls
+
+
 @torch.no_grad()
 def replay_against_eager(model, head=None, context=None, steps: int = 32, frozen=False):
     """A draft's one-token step over a static cache, traced once by ``make_fx`` and replayed
@@ -229,7 +247,8 @@ def replay_against_eager(model, head=None, context=None, steps: int = 32, frozen
         hidden = out.last_hidden_state[0, -1:]
         return head(hidden) if head is not None else model.lm_head(hidden)
 
-    replay = make_fx(step)(ids)  # tracing runs the step once: its cache slot is undone
+    with traceable(model):
+        replay = make_fx(step)(ids)  # tracing runs the step once: its cache slot is undone
     static.cache.crop(-1)
     worst_logit = 0.0
     for token in [(7 * i + 5) % 200 + 3 for i in range(steps)]:
