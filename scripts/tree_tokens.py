@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     rows = summarise(runs)
     settings = {"k": args.k, "temperature": 1.0, "seeds": args.seeds,
                 "max_new_tokens": args.max_new_tokens, "drafter": "model"}  # fmt: skip
-    out = {"machine": machine("cpu"), "settings": settings, "rows": rows, "runs": runs}
+    out = {"machine": machine(pair.target.device), "settings": settings, "rows": rows, "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     for r in rows:

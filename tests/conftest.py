@@ -1,6 +1,7 @@
 """Shared test models: fixed-table toy LMs for exactness, tiny random-weight transformers; the
 repository's root and the prompt the app's tests send."""
 
+import importlib.util
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -199,6 +200,14 @@ def tiny_qwen():
 @pytest.fixture(scope="session")
 def tiny_llama():
     return tiny_model("llama", seed=1)
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module, for tests of its functions."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @contextmanager

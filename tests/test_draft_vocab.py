@@ -1,10 +1,9 @@
 """draft_vocab.py: the shipped frequency ranking of Qwen2.5's ids, and the heads built from it."""
 
-import importlib.util
 import json
 
 import torch
-from conftest import ROOT, tiny_model
+from conftest import ROOT, load_script, tiny_model
 
 from specdemo import draft_vocab
 from specdemo.drafters import make_drafter
@@ -60,13 +59,6 @@ def test_a_qwen_sized_draft_keeps_the_shipped_rows_and_a_small_one_its_full_head
     assert set(drafter.head.ids.tolist()) == set(ranking.top(ranking.rows))
     assert drafter.covers(BACKTICKS) and drafter.covers(IM_END)
     assert set(drafter.propose([1, 2, 3], 4).tokens.tolist()) <= set(drafter.head.ids.tolist())
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_docs_figures_are_what_the_measured_json_gives():

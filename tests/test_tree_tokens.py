@@ -1,19 +1,8 @@
 """scripts/tree_tokens.py: tokens per pass pooled over runs, and each tree compared with the chain
 of its own prompt and seed."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("tree_tokens", ROOT / "scripts/tree_tokens.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_script
 
 
 def run(prompt, seed, width, tokens, rounds):
@@ -22,7 +11,7 @@ def run(prompt, seed, width, tokens, rounds):
 
 
 def test_tokens_per_pass_pool_the_runs_and_pair_each_tree_with_its_chain():
-    script = load_script()
+    script = load_script("tree_tokens")
     runs = [
         run(0, 0, 1, 60, 40), run(0, 0, 2, 60, 30),  # 1.5 against 2.0
         run(1, 0, 1, 64, 32), run(1, 0, 2, 64, 16),  # 2.0 against 4.0
