@@ -6,6 +6,10 @@ generation with the same draft and k (peer), and specdemo. Medians over prompts,
 measured step costs that predict the speedup, go to JSON, Markdown and (when plotly is
 installed) a chart. Every time comes from ``lm.Stopwatch``, which waits for a CUDA device; all
 three ways run under a ``ForwardTimer``, so each pays the same wait around every model pass.
+With ``--busy 0 1 2`` every prompt's runs are repeated beside that many busy processes of the
+bench's own (``busy.busy``), each load in turn, so that quiet and loaded cells are measured side
+by side; the step costs automatic K prices with are profiled once, on the quiet machine, as an
+app profiles at start-up before its users' load arrives.
 """
 
 import dataclasses
@@ -20,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
+from specdemo.busy import busy
 from specdemo.draft_vocab import draft_head
 from specdemo.drafters import auto_head_rows, make_drafter
 from specdemo.engine import (
@@ -194,6 +199,8 @@ class Row:
     efficiency: float | None = None  # speedup / predicted
     predicted_tpp: float | None = None  # the same, with the measured tokens per pass
     efficiency_tpp: float | None = None  # speedup / predicted_tpp: what the loop loses
+    busy: int = 0  # busy processes running beside the cell's runs (``busy.busy``)
+    mean_k: float = 0.0  # drafted tokens per target pass
 
 
 def median(values):
@@ -230,7 +237,8 @@ def bench(pair, args, progress=True) -> dict:
         for kind in args.drafter
         for width in getattr(args, "tree_widths", None) or [1]
     }
-    total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats
+    loads = getattr(args, "busy", None) or [0]
+    total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats * len(loads)
     bar = tqdm(total=total, desc="bench", disable=not progress)
     rows, plains = [], []
     for set_name, prompts in encoded.items():
@@ -238,35 +246,27 @@ def bench(pair, args, progress=True) -> dict:
             sampling = SamplingConfig(temp)
             # A width chosen automatically goes with automatic K only.
             cells = {
-                (method, k): []
+                (method, k, n): []
+                for n in loads
                 for method, (_, width) in methods.items()
                 for k in ks
                 if width != "auto" or k == "auto"
             }
-            plain = []
+            plain = {n: [] for n in loads}
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
-                    n, t, tokens = run_hf(pair, ids, sampling, max_new_tokens, seed)
-                    base = n / t
-                    written[set_name] += tokens
-                    plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
-                    for k in ks:
-                        peer = None
-                        if not args.no_peer:
-                            n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
-                            peer = n_p / t_p
-                        for method, (kind, width) in methods.items():
-                            if (method, k) not in cells:
-                                continue
-                            stats, overhead = run_ours(
-                                pair, ids, k, sampling, max_new_tokens, seed, args, kind, width
-                            )
-                            cells[method, k].append((base, peer, stats, overhead))
-                    bar.update()
-            plains.append(plain_row(set_name, temp, plain))
-            for (kind, k), runs in cells.items():
-                rows.append(row(set_name, temp, kind, k, runs, costs))
+                    for n in loads:
+                        with busy(n):
+                            base = run_cells(pair, ids, sampling, max_new_tokens, seed, args,
+                                             ks, methods, n, cells, plain[n])  # fmt: skip
+                        if n == loads[0]:
+                            written[set_name] += base
+                        bar.update()
+            for n in loads:
+                plains.append(plain_row(set_name, temp, plain[n], n))
+            for (kind, k, n), runs in cells.items():
+                rows.append(row(set_name, temp, kind, k, runs, costs, n))
     bar.close()
     return {
         "machine": machine(pair.target.device),
@@ -281,6 +281,7 @@ def bench(pair, args, progress=True) -> dict:
             "adaptive": args.adaptive,
             "drafters": args.drafter,
             "tree_widths": getattr(args, "tree_widths", None) or [1],
+            "busy": loads,
         },
         "step_costs": asdict(costs),
         "draft_head": {
@@ -293,18 +294,41 @@ def bench(pair, args, progress=True) -> dict:
     }
 
 
-def plain_row(set_name: str, temp: float, runs: list[tuple[float, float]]) -> dict:
+def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, cells, plain):
+    """One prompt's runs under one load, interleaved: target-only generate, the engine's plain
+    loop, and for each k the peer and each method; appends to `cells` (keyed (method, k, n))
+    and `plain`, and returns generate's tokens."""
+    n_base, t, tokens = run_hf(pair, ids, sampling, max_new_tokens, seed)
+    base = n_base / t
+    plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
+    for k in ks:
+        peer = None
+        if not args.no_peer:
+            n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
+            peer = n_p / t_p
+        for method, (kind, width) in methods.items():
+            if (method, k, n) not in cells:
+                continue
+            stats, overhead = run_ours(
+                pair, ids, k, sampling, max_new_tokens, seed, args, kind, width
+            )
+            cells[method, k, n].append((base, peer, stats, overhead))
+    return tokens
+
+
+def plain_row(set_name: str, temp: float, runs: list[tuple[float, float]], n: int = 0) -> dict:
     """The engine's plain target loop against target-only generate: medians over prompts."""
     return {
         "prompt_set": set_name,
         "temperature": temp,
+        "busy": n,
         "generate_tok_s": median([b for b, _ in runs]),
         "plain_tok_s": median([p for _, p in runs]),
         "ratio": median([p / b for b, p in runs]),
     }
 
 
-def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) -> Row:
+def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, n: int = 0) -> Row:
     """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead)."""
     alpha = median([s.alpha for _, _, s, _ in runs])
     speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
@@ -328,6 +352,8 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts) 
         c=costs.c,
         overhead=median([o for _, _, _, o in runs]),
         bookkeeping=median([s.bookkeeping_share for _, _, s, _ in runs]),
+        busy=n,
+        mean_k=median([s.drafted / s.rounds if s.rounds else 0.0 for _, _, s, _ in runs]),
     )
     if k == "auto" or kind == "hybrid":  # k or the draft's cost changes from round to round
         return cell

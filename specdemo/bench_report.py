@@ -12,12 +12,14 @@ from pathlib import Path
 
 
 def best_fixed_vs_auto(result: dict) -> list[dict]:
-    """Per prompt set, temperature and drafter: the best fixed k's speedup next to auto k's."""
+    """Per prompt set, temperature, drafter and load: the best fixed k's speedup next to auto
+    k's, and their ratio."""
     groups = {}
     for r in result["rows"]:
-        groups.setdefault((r["prompt_set"], r["temperature"], r["drafter"]), []).append(r)
+        key = (r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0))
+        groups.setdefault(key, []).append(r)
     summary = []
-    for (set_name, temp, kind), rows in groups.items():
+    for (set_name, temp, kind, n), rows in groups.items():
         fixed = [r for r in rows if r["k"] != "auto"]
         auto = next((r for r in rows if r["k"] == "auto"), None)
         best = max(fixed, key=lambda r: r["speedup"]) if fixed else None
@@ -26,20 +28,52 @@ def best_fixed_vs_auto(result: dict) -> list[dict]:
                 "prompt_set": set_name,
                 "temperature": temp,
                 "drafter": kind,
+                "busy": n,
                 "best_k": best["k"] if best else None,
                 "best_speedup": best["speedup"] if best else None,
                 "auto_speedup": auto["speedup"] if auto else None,
+                "auto_vs_best": auto["speedup"] / best["speedup"] if auto and best else None,
                 "auto_vs_peer": auto["vs_peer"] if auto else None,
             }
         )
     return summary
 
 
+def busy_markdown(result: dict) -> str:
+    """A run with ``--busy``: per prompt set, T and number of busy processes, target-only
+    `generate`'s tok/s, every fixed K's speedup over it and automatic K's (with its drafted
+    tokens per pass), and automatic K over the best fixed K: the table BENCHMARKS shows."""
+    fixed = sorted({r["k"] for r in result["rows"] if r["k"] != "auto"})
+    best = {(s["prompt_set"], s["temperature"], s["drafter"], s["busy"]): s
+            for s in best_fixed_vs_auto(result)}  # fmt: skip
+    lines = [
+        "| set | T | busy | `generate` tok/s | "
+        + " | ".join(f"K = {k}" for k in fixed)
+        + " | **auto K** | auto drafts/pass | auto / best fixed |",
+        "|---|---|---|---|" + "---|" * len(fixed) + "---|---|---|",
+    ]
+    cells = {(r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0), r["k"]): r
+             for r in result["rows"]}  # fmt: skip
+    for key, s in best.items():
+        auto = cells.get((*key, "auto"))
+        if auto is None:
+            continue
+        speeds = " | ".join(
+            f"{cells[(*key, k)]['speedup']:.2f}×" if (*key, k) in cells else "—" for k in fixed
+        )
+        ratio = f"{s['auto_vs_best']:.2f}" if s["auto_vs_best"] is not None else "—"
+        lines.append(
+            f"| {key[0]} | {key[1]:g} | {key[3]} | {auto['baseline_tok_s']:.2f} | {speeds} "
+            f"| **{auto['speedup']:.2f}×** | {auto.get('mean_k', 0.0):.2f} | {ratio} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 COLUMNS = [
-    "prompt_set", "temperature", "drafter", "k", "baseline_tok_s", "peer_tok_s", "ours_tok_s",
-    "speedup", "vs_peer", "kept_rate", "alpha", "tokens_per_pass", "c", "verify_cost",
+    "prompt_set", "temperature", "drafter", "busy", "k", "baseline_tok_s", "peer_tok_s",
+    "ours_tok_s", "speedup", "vs_peer", "kept_rate", "alpha", "tokens_per_pass", "c", "verify_cost",
     "predicted", "paper", "efficiency", "predicted_tpp", "efficiency_tpp", "overhead",
-    "bookkeeping",
+    "bookkeeping", "mean_k",
 ]  # fmt: skip
 
 

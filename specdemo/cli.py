@@ -213,8 +213,24 @@ def add_bench_args(parser) -> None:
         help='tree widths per drafter (1: the chain; 2 and more: a fishbone of siblings; "auto": '
         "chosen with automatic K, which it needs)",
     )
+    parser.add_argument(
+        "--busy",
+        type=busy_count,
+        nargs="+",
+        default=[0],
+        help="run every prompt beside each of these numbers of busy processes in turn (e.g. "
+        "0 1 2: quiet, one and two busy loops), started and stopped by the bench",
+    )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
+
+
+def busy_count(text: str) -> int:
+    """A --busy value: a whole number of busy processes, 0 or more."""
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"the number of busy processes must be >= 0, got {n}")
+    return n
 
 
 def k_value(text: str) -> int | str:

@@ -18,12 +18,22 @@ then 1 + the sum, over depths reached, of a_d + (1 - a_d) * s_w, where s_w is th
 sibling of w - 1 is kept (``expected_tree_tokens``). Width 1, the chain, wins whenever the extra
 rows cost more than the siblings bring.
 
-A draft-model round also costs what the profile's one-token step does not show: the draft first
-catches up on the tokens the last round added (a forward of two or more tokens), right after the
-target's pass has taken the caches. The policy measures that extra on this request's rounds that
-follow a drafting round (the steady state it prices; a catch-up after plain steps, or the first
-round's prefill of the prompt, is paid once) and adds it to each drafting round it prices, so
-that a draft dearer in use than in its profile makes plain steps win, as they should.
+Every option is priced under the conditions this request runs in. The profile was timed once,
+perhaps on a quieter (or busier) machine; the target's passes of this request are timed too, and
+their ratio to the profile's price for the same rows, ``load``, scales the whole profile: a load
+that slows everything alike (a browser beside the app, a room sharing one CPU) changes no choice.
+A draft-model round also costs what the profile's one-token step does not show, and what a load
+may add to the draft alone: the draft first catches up on the tokens the last round added (a
+forward of two or more tokens) right after the target's pass has taken the caches, and a small
+model's many short kernels may suffer more from a busy machine than the target's. The policy
+measures that extra, beyond the draft's steps at the load-scaled price, on this request's rounds
+that follow a drafting round, and adds it to each drafting round it prices, so that a draft
+dearer in use than in its profile makes plain steps win, as they should. The first drafting
+round after plain steps (a probe, or drafting resumed) catches up on every token added since the
+draft last ran: that round is priced with the draft's pass over those tokens on top (at the
+profile's cost of so wide a pass, relative to its one-token step). Live measures weigh each
+earlier round by LIVE_DECAY, so a load that starts or stops part-way through a request reprices
+the rounds after it within a few rounds.
 """
 
 from dataclasses import dataclass, field
@@ -49,6 +59,9 @@ PROBE_MAX = 32
 MIN_EVIDENCE = 8
 # Rounds of no extra cost the measured extra is shrunk towards, while few rounds are measured.
 EXTRA_PRIOR = 2.0
+# The weight of each earlier round in the live measures (load, extra), per round since: about the
+# last ten rounds count, so a load that starts or stops part-way through a request is followed.
+LIVE_DECAY = 0.9
 # A sibling's chance of being kept once every guess before it at its node was rejected, before
 # this request has tried any: the tiny pair's width-3 fishbone kept a sibling in (0.82 - 0.68) /
 # (1 - 0.68) = 0.44 of the nodes whose first guess was rejected (the exactness tab); a modest
@@ -145,22 +158,49 @@ class AutoK:
         self.acceptance: dict[str, Acceptance] = {}
         self.plain_in_a_row = 0
         self.probe_every = PROBE_EVERY
-        self.extra_seconds, self.extra_rounds = 0.0, 0  # measured beyond k profiled steps
+        # Live measures, each earlier round weighed LIVE_DECAY per round since: the target's
+        # passes as timed and at the profile's price, and drafting rounds after a drafting round:
+        # their proposals' seconds, draft steps and count.
+        self.pass_seconds = self.pass_profiled = 0.0
+        self.extra_seconds = self.extra_steps = self.extra_rounds = 0.0
         self.drafted_last = False  # the last round was drafted by the model
+        self.behind = 0  # tokens the draft model has yet to feed (a catch-up's width)
+
+    @property
+    def load(self) -> float:
+        """This request's target passes as timed over the same passes at the profile's price:
+        how much busier (above 1) or quieter the machine is than when the profile was timed.
+        1 before any pass is timed. Every option is priced at the profile times this."""
+        return self.pass_seconds / self.pass_profiled if self.pass_profiled else 1.0
 
     @property
     def draft_extra(self) -> float:
-        """Seconds a draft-model round spent beyond its steps at the profile's price, mean over
-        this request's measured rounds (shrunk towards 0 while they are few), never below 0: a
-        round that measured faster than its profiled steps was noise, not a cheaper draft."""
-        return max(0.0, self.extra_seconds / (self.extra_rounds + EXTRA_PRIOR))
+        """Seconds a draft-model round spends beyond its steps at the load-scaled profile price,
+        mean over this request's measured rounds (shrunk towards 0 while they are few), never
+        below 0: a round that measured faster than its priced steps was noise, not a cheaper
+        draft."""
+        beyond = self.extra_seconds - self.load * self.costs.t_draft * self.extra_steps
+        return max(0.0, beyond / (self.extra_rounds + EXTRA_PRIOR))
+
+    def catch_up(self) -> float:
+        """What the next draft-model round pays, beyond a steady round, to feed the draft every
+        token added since it last ran: nothing right after a drafting round (its feed of one or
+        two tokens is in the measured extra), else the draft's pass over those tokens less a
+        two-token one, priced as the target's passes of as many rows are, relative to its step."""
+        if self.drafted_last or self.behind <= 2:
+            return 0.0
+        costs = self.costs
+        wider = (costs.pass_seconds(self.behind) - costs.pass_seconds(2)) / costs.t_step
+        return self.load * costs.t_draft * max(0.0, wider)
 
     def seconds(self, k: int, source: str, width: int = 1) -> float:
-        """One round's predicted cost: k draft steps (free for lookup) with the measured extra
-        of a drafting round, and the target's pass over 1 + k * width rows."""
-        t_draft = self.costs.t_draft if source == "model" else 0.0
-        extra = self.draft_extra if source == "model" and k else 0.0
-        return k * t_draft + extra + self.costs.pass_seconds(1 + k * width)
+        """One round's predicted cost under this request's load: k draft steps (free for
+        lookup) with the measured extra of a drafting round and any catch-up, and the target's
+        pass over 1 + k * width rows."""
+        if source != "model" or not k:
+            return self.load * self.costs.pass_seconds(1 + k * width)
+        steps = k * self.costs.t_draft + self.costs.pass_seconds(1 + k * width)
+        return self.load * steps + self.draft_extra + self.catch_up()
 
     def sibling_chance(self, width: int) -> float:
         """The chance one of a node's `width` - 1 siblings is kept after its first guess was
@@ -211,10 +251,18 @@ class AutoK:
         if r.k:
             self.acceptance.setdefault(r.source, Acceptance()).add(r.k, r.n_accepted)
         self.siblings.add(r)
+        # A time of 0 was not measured (a round replayed or built by hand).
+        if r.verify_time > 0:
+            rows = 1 + r.k + sum(map(len, r.siblings))
+            self.pass_seconds = LIVE_DECAY * self.pass_seconds + r.verify_time
+            self.pass_profiled = LIVE_DECAY * self.pass_profiled + self.costs.pass_seconds(rows)
         drafted = r.source == "model" and r.draft_steps > 0
-        # Only a round after a drafting round shows the steady state's extra; a round timed at
-        # 0 was not measured.
+        # Only a round after a drafting round shows the steady state's extra.
         if drafted and self.drafted_last and r.draft_time > 0:
-            self.extra_seconds += r.draft_time - r.draft_steps * self.costs.t_draft
-            self.extra_rounds += 1
+            self.extra_seconds = LIVE_DECAY * self.extra_seconds + r.draft_time
+            self.extra_steps = LIVE_DECAY * self.extra_steps + r.draft_steps
+            self.extra_rounds = LIVE_DECAY * self.extra_rounds + 1
         self.drafted_last = drafted
+        # The draft's cache holds the context and its own guesses but the last: what it must feed
+        # next is the target's token, and the last guess too where every guess was kept.
+        self.behind = 1 + (r.n_accepted == r.k) if drafted else self.behind + len(r.tokens)

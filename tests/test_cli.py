@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from specdemo import cli
+from specdemo import bench_report, cli
 from specdemo.defaults import DEFAULTS
 
 TINY = ["--pair", "tiny", "--precision", "fp32", "--device", "cpu"]
@@ -117,6 +117,47 @@ def test_bench_writes_its_tables_with_step_costs(tmp_path, capsys):
     md = (out / "bench.md").read_text()
     assert md.startswith("| prompt_set") and "| best_k |" in md
     assert json.loads(capsys.readouterr().out)["rows"] == result["rows"]
+
+
+def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path, monkeypatch):
+    from specdemo import bench, busy
+
+    loads = []
+
+    def counted(n):  # the busy processes that run beside each prompt's runs
+        loads.append(n)
+        return busy.busy(n, seconds=60)
+
+    monkeypatch.setattr(bench, "busy", counted)
+    out = tmp_path / "bench"
+    code = cli.main(
+        ["bench", *TINY, "--ks", "1", "auto", "--temperatures", "1", "--sets", "code",
+         "--per-set", "2", "--max-new-tokens", "8", "--no-peer", "--busy", "0", "1",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0 and loads == [0, 1, 0, 1]  # interleaved: each prompt under each load
+    result = json.loads((out / "bench.json").read_text())
+    assert result["settings"]["busy"] == [0, 1]
+    assert [(r["busy"], r["k"]) for r in result["rows"]] == [
+        (0, 1),
+        (0, "auto"),
+        (1, 1),
+        (1, "auto"),
+    ]
+    assert [p["busy"] for p in result["plain_loop"]] == [0, 1]
+    best = result["best_fixed_vs_auto"]
+    assert [b["busy"] for b in best] == [0, 1]
+    assert all(
+        b["auto_vs_best"] == pytest.approx(b["auto_speedup"] / b["best_speedup"]) for b in best
+    )
+    table = bench_report.busy_markdown(result)
+    assert table.count("\n| code | 1 |") == 2 and "| **auto K** |" in table
+
+
+def test_a_negative_number_of_busy_processes_is_refused_before_any_model_loads(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["bench", *TINY, "--busy", "-1"])
+    assert exit_.value.code == 2 and "busy processes must be >= 0" in capsys.readouterr().err
 
 
 def test_bench_runs_each_drafter_at_each_tree_width(tmp_path):
