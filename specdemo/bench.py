@@ -9,7 +9,9 @@ three ways run under a ``ForwardTimer``, so each pays the same wait around every
 With ``--busy 0 1 2`` every prompt's runs are repeated beside that many busy processes of the
 bench's own (``busy.busy``), each load in turn, so that quiet and loaded cells are measured side
 by side; the step costs automatic K prices with are profiled once, on the quiet machine, as an
-app profiles at start-up before its users' load arrives.
+app profiles at start-up before its users' load arrives. Each prompt's runs under one load use
+the torch threads the app would (``threads.fitted``: the cores the load leaves), or
+``--threads N``.
 """
 
 import dataclasses
@@ -40,6 +42,7 @@ from specdemo.rounds import Stats
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
 from specdemo.theory import StepCosts, expected_speedup
+from specdemo.threads import fitted
 
 PROMPTS_FILE = files("specdemo") / "data" / "bench_prompts.json"  # {set name: [prompt, ...]}
 
@@ -253,18 +256,21 @@ def bench(pair, args, progress=True) -> dict:
                 if width != "auto" or k == "auto"
             }
             plain = {n: [] for n in loads}
+            threads_used = {n: [] for n in loads}
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
                     for n in loads:
-                        with busy(n):
+                        device, wanted = pair.target.device, getattr(args, "threads", "auto")
+                        with busy(n), fitted(device, wanted) as used:
                             base = run_cells(pair, ids, sampling, max_new_tokens, seed, args,
                                              ks, methods, n, cells, plain[n])  # fmt: skip
+                        threads_used[n].append(used)
                         if n == loads[0]:
                             written[set_name] += base
                         bar.update()
             for n in loads:
-                plains.append(plain_row(set_name, temp, plain[n], n))
+                plains.append(plain_row(set_name, temp, plain[n], n, threads_used[n]))
             for (kind, k, n), runs in cells.items():
                 rows.append(row(set_name, temp, kind, k, runs, costs, n))
     bar.close()
@@ -316,12 +322,14 @@ def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, c
     return tokens
 
 
-def plain_row(set_name: str, temp: float, runs: list[tuple[float, float]], n: int = 0) -> dict:
-    """The engine's plain target loop against target-only generate: medians over prompts."""
+def plain_row(set_name: str, temp: float, runs: list, n: int = 0, threads=()) -> dict:
+    """The engine's plain target loop against target-only generate: medians over prompts; the
+    torch threads each prompt's runs used under `n` busy processes."""
     return {
         "prompt_set": set_name,
         "temperature": temp,
         "busy": n,
+        "threads": list(threads),
         "generate_tok_s": median([b for b, _ in runs]),
         "plain_tok_s": median([p for _, p in runs]),
         "ratio": median([p / b for b, p in runs]),

@@ -221,6 +221,13 @@ def add_bench_args(parser) -> None:
         help="run every prompt beside each of these numbers of busy processes in turn (e.g. "
         "0 1 2: quiet, one and two busy loops), started and stopped by the bench",
     )
+    parser.add_argument(
+        "--threads",
+        type=thread_count,
+        default="auto",
+        help="torch threads for every run; default auto: the cores other processes leave free, "
+        "measured before each prompt's runs, as the app does",
+    )
     parser.add_argument("--out", default="bench_out", help="folder for JSON, Markdown, HTML")
     parser.add_argument("--json", action="store_true", help="print the JSON summary")
 
@@ -230,6 +237,16 @@ def busy_count(text: str) -> int:
     n = int(text)
     if n < 0:
         raise argparse.ArgumentTypeError(f"the number of busy processes must be >= 0, got {n}")
+    return n
+
+
+def thread_count(text: str) -> int | str:
+    """A --threads value: "auto" or a whole number of threads, 1 or more."""
+    if text == "auto":
+        return text
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"threads must be >= 1 or auto, got {n}")
     return n
 
 

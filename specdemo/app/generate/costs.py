@@ -9,6 +9,7 @@ position was kept (``RunRecord.time_split``: where a run's time went).
 """
 
 import itertools
+import os
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
@@ -234,16 +235,35 @@ def layers_sentence(run: RunRecord) -> str:
 def load_note(run: RunRecord) -> str:
     """When the run's own plain step (the target alone's median token) took more than BUSY
     times the profile's, or less than 1/BUSY, the machine's load changed since the profile:
-    say by how much, since the run's measured speedup carries that load; "" otherwise. (The
-    draft step is not compared: the engine's includes its sampling, the profile's does not.)"""
+    say by how much, that automatic K priced its choices at the load it measured, and on how
+    many threads the runs computed where other work left fewer than every core; "" otherwise.
+    (The draft step is not compared: the engine's includes its sampling, the profile's does
+    not.)"""
     own, profiled = run.t_step, run.cost_t_step
     if not own or not profiled or 1 / BUSY <= own / profiled <= BUSY:
         return ""
-    return (
+    note = (
         f" *The machine's load changed since the profile: this run's target steps took "
-        f"{own / profiled:.1f}× the profiled time, so its measured speedup carries that load; "
-        "the curves use the profile, timed under one load.*"
+        f"{own / profiled:.1f}× the profiled time, so its measured speedup carries that load."
     )
+    if run.policy_load:
+        note += (
+            f" Automatic K priced every choice at the load it measured on its own target passes "
+            f"({run.policy_load:.1f}× the profile), so a load that slows both models alike "
+            "changes neither its K nor the curves, which keep the profile's ratios; a draft "
+            "slowed more than the target counts as a dearer draft."
+        )
+    else:
+        note += " The curves use the profile, timed under one load."
+    cores = os.cpu_count() or 1
+    if run.threads and run.device == "cpu" and run.threads < cores:
+        plural = "thread" if run.threads == 1 else "threads"
+        note += (
+            f" Both runs computed on {run.threads} {plural} of this machine's {cores} cores: "
+            "other processes were using the rest, and a step spread over a core they hold "
+            "waits for it."
+        )
+    return note + "*"
 
 
 def overhead_sentence(group: list[RunRecord]) -> str:

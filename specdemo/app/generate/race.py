@@ -64,6 +64,9 @@ class SpecRun:
     measured_at: float | None = None  # when replayed: when the run was measured
     widths: list[int] = field(default_factory=list)  # per round: 1 a chain, more a fishbone
     siblings: SiblingAcceptance = field(default_factory=SiblingAcceptance)  # by rank, kept or not
+    # Automatic K's load: its target passes' time over the profile's price (``AutoK.load``).
+    load: float | None = None
+    threads: int | None = None  # torch threads the race ran on (``threads.fitted``), on a CPU
 
     @property
     def tokens_per_s(self) -> float:
@@ -150,6 +153,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         run.asked.append(r.k_asked)
         run.widths.append(r.width)
         run.siblings.add(r)
+        run.load = k.load if auto else None
         yield run
 
 

@@ -74,6 +74,8 @@ class RunRecord:
     target_layers: int | None = None
     draft_layers: int | None = None
     draft_step: str = ""  # draft_step.DRAFT_STEPS, "" when no draft model ran
+    threads: int | None = None  # torch threads both runs used, on a CPU
+    policy_load: float | None = None  # automatic K's measured load (``AutoK.load``)
 
     @classmethod
     def of(cls, config: RunConfig, spec: SpecRun, target: TargetRun) -> "RunRecord":
@@ -137,6 +139,8 @@ class RunRecord:
             target_layers=layers[0],
             draft_layers=layers[1],
             draft_step=spec.draft_step,
+            threads=spec.threads,
+            policy_load=spec.load,
         )
 
     @property

@@ -222,6 +222,18 @@ def test_a_run_slower_than_its_profile_says_by_how_much():
     assert "this run's target steps took 1.6× the profiled time" in note
     assert "took 0.5×" in costs.cost_note([replace(RUN, t_step=0.005)])
     assert "load changed" not in costs.cost_note([replace(RUN, t_step=0.011, t_draft=0.004)])
+    assert "priced every choice" not in note and "curves use the profile" in note  # a fixed K
+
+
+def test_a_busy_machine_says_automatic_k_priced_its_load_and_how_many_threads_ran(monkeypatch):
+    monkeypatch.setattr(costs.os, "cpu_count", lambda: 2)
+    busy = replace(RUN, k="auto", t_step=0.024, policy_load=2.38, threads=1, device="cpu")
+    note = costs.cost_note([busy])
+    assert "took 2.4× the profiled time" in note
+    assert "Automatic K priced every choice at the load it measured" in note and "(2.4×" in note
+    assert "computed on 1 thread of this machine's 2 cores" in note
+    assert "computed on" not in costs.cost_note([replace(busy, threads=2)])  # every core
+    assert "computed on" not in costs.cost_note([replace(busy, device="cuda:0")])
 
 
 def test_the_residual_panel_shows_a_small_bins_shift_that_the_bars_hide():

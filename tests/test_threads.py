@@ -1,0 +1,60 @@
+"""threads.py: torch's threads fitted to the cores other processes leave free."""
+
+import pytest
+import torch
+
+from specdemo import threads
+from specdemo.busy import busy
+
+
+def test_threads_fill_the_cores_other_work_leaves_and_never_fall_below_one():
+    assert threads.fitting(0.0, cores=2, most=2) == 2
+    assert threads.fitting(0.4, cores=2, most=2) == 2  # a browser idling: both cores
+    assert threads.fitting(1.0, cores=2, most=2) == 1  # one busy loop
+    assert threads.fitting(2.3, cores=2, most=2) == 1  # two or more: still one thread
+    assert threads.fitting(1.0, cores=16, most=4) == 4  # never more than torch started with
+
+
+def test_other_processes_cpu_is_counted_and_this_ones_own_is_not(monkeypatch):
+    """On a fake clock: over a 0.5 s sample the machine used 1.5 CPU-seconds, 0.5 of them this
+    process's own (its server threads): others used 1 core's worth."""
+    clock = {"wall": 0.0, "cpu": 10.0, "own": 3.0}
+
+    def sleep(seconds):
+        clock["wall"] += seconds
+        clock["cpu"] += 1.5
+        clock["own"] += 0.5
+
+    monkeypatch.setattr(threads, "busy_seconds", lambda: clock["cpu"])
+    monkeypatch.setattr(threads.time, "perf_counter", lambda: clock["wall"])
+    monkeypatch.setattr(threads.time, "process_time", lambda: clock["own"])
+    monkeypatch.setattr(threads.time, "sleep", sleep)
+    assert threads.others_busy(0.5) == pytest.approx(2.0)  # 1.0 CPU-s over 0.5 s: 2 cores
+    monkeypatch.setattr(threads, "busy_seconds", lambda: None)  # not Linux: no measure
+    assert threads.others_busy(0.5) == 0.0
+
+
+@pytest.mark.skipif(threads.busy_seconds() is None, reason="no /proc/stat")
+def test_a_busy_process_beside_this_one_is_seen():
+    with busy(1):
+        assert threads.others_busy(0.5) >= 0.5  # at least half a core even on a crowded machine
+
+
+def test_the_block_runs_on_the_fitted_threads_and_the_count_is_restored(monkeypatch):
+    before = torch.get_num_threads()
+    monkeypatch.setattr(threads, "others_busy", lambda: 5.0)  # every core taken
+    with threads.fitted("cpu") as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with threads.fitted("cpu", threads=2) as n:
+        assert n == 2 and torch.get_num_threads() == 2
+    torch.set_num_threads(1)  # a forked worker computing on one thread: never raised
+    monkeypatch.setattr(threads, "others_busy", lambda: 0.0)
+    with threads.fitted("cpu") as n:
+        assert n == 1
+    torch.set_num_threads(before)
+    with threads.fitted("cuda:0") as n:  # a GPU's model: the CPU threads are left alone
+        assert n == before
+    with pytest.raises(ValueError, match=">= 1"), threads.fitted("cpu", threads=0):
+        pass
+    assert torch.get_num_threads() == before
