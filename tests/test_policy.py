@@ -2,10 +2,11 @@
 
 import collections
 import dataclasses
+import json
 import random
 
 import pytest
-from conftest import BigramLM, toy_tables
+from conftest import ROOT, BigramLM, toy_tables
 
 import specdemo
 from specdemo.policy import (
@@ -264,6 +265,59 @@ def test_the_draft_catching_up_after_plain_steps_is_priced_on_the_round_that_pay
     assert policy.catch_up() == pytest.approx(2.0 * XEON.t_draft * wider)
     assert policy.seconds(2, "model") == pytest.approx(steady + policy.catch_up())
     assert policy.seconds(0, "model") == pytest.approx(2.0 * XEON.t_step)
+
+
+def recorded_runs() -> tuple[StepCosts, list[dict]]:
+    """docs/bench/busy-rounds.json: the profile and each run's rounds as Round objects."""
+    recorded = json.loads((ROOT / "docs" / "bench" / "busy-rounds.json").read_text())
+    p = recorded["profile"]
+    costs = StepCosts(p["t_step"], p["t_draft"], {int(k): v for k, v in p["t_verify"].items()})
+    for run in recorded["runs"]:
+        run["rounds"] = [
+            dataclasses.replace(fake_round(k, n), draft_steps=steps, draft_time=d, verify_time=v)
+            for k, n, steps, d, v in run["rounds"]
+        ]
+    return costs, recorded["runs"]
+
+
+def replayed_choices(costs: StepCosts, rounds: list[Round]) -> list[int]:
+    """The k automatic K prices best (by expected tokens per second) before each recorded round,
+    having seen the ones before it."""
+    policy, best = AutoK(costs), []
+    for r in rounds:
+        speed = policy.tokens_per_second("model")
+        best.append(max(range(len(speed)), key=speed.__getitem__))
+        policy.update(r)
+    return best
+
+
+def test_recorded_rounds_beside_busy_processes_draft_where_drafting_paid_and_not_where_it_did_not(
+    monkeypatch,
+):
+    """Rounds recorded on a 2-core Xeon (docs/bench/busy-rounds.json) by a policy that priced
+    target passes at the quiet profile. Beside two busy loops every pass ran about 2.8 times
+    its profile, the draft alike (c 0.4, where drafting pays); that policy chose plain steps for
+    41 of 56 rounds, and replayed, automatic K drafts at every one of them. Beside one busy loop
+    on two threads the draft's steps ran 20 times their profile and the target's 5 to 10:
+    drafting did not pay there, and automatic K, replayed, keeps mostly to plain steps."""
+    costs, runs = recorded_runs()
+    run = {(r["busy"], r["seed"]): r["rounds"] for r in runs}
+    two = run[2, 0]
+    plain = [i for i, r in enumerate(two) if r.k == 0]
+    assert len(plain) == 41
+    best = replayed_choices(costs, two)
+    assert all(best[i] > 0 for i in plain), best
+    for seed in (0, 1):  # the draft slowed far more than the target: plain steps
+        best = replayed_choices(costs, run[1, seed])
+        assert best[MIN_EVIDENCE:].count(0) >= 0.75 * len(best[MIN_EVIDENCE:]), best
+    # The control: with the target's passes priced at the quiet profile whatever they measure
+    # (load pinned to 1), the same replay chooses plain steps at most of those rounds.
+    monkeypatch.setattr(AutoK, "load", property(lambda self: 1.0))
+    pinned = replayed_choices(costs, two)
+    assert sum(pinned[i] == 0 for i in plain) > len(plain) / 2, pinned
+    monkeypatch.undo()
+    quiet = replayed_choices(costs, run[0, 0])
+    assert quiet.count(0) == 0 and quiet[-10:] == [3] * 10  # quiet: K = 3, as chosen then
 
 
 def test_a_fishbone_is_worth_its_spine_and_the_siblings_kept_where_the_spine_fails():
