@@ -1,13 +1,19 @@
 """Busy processes beside a run: the load a laptop with a browser open, or a room sharing one
 CPU, puts on the machine. ``busy(n)`` starts n processes that spin in a Python loop and stops
-them when the block ends, on error too; each also ends itself after `seconds` at most, so none
-outlives a crashed caller."""
+them when the block ends, on error too; each also ends itself after `seconds` at most, or as soon
+as the process that started it is gone, so none outlives a caller that was killed."""
 
 import contextlib
+import os
 import subprocess
 import sys
 
-SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass\n"
+# Spins until its time is up or its parent changes (the caller died and it was adopted).
+SPIN = """import os, time
+parent, end = {parent}, time.monotonic() + {seconds}
+while time.monotonic() < end and os.getppid() == parent:
+    pass
+"""
 
 
 @contextlib.contextmanager
@@ -16,7 +22,9 @@ def busy(n: int, seconds: float = 600.0):
     if n < 0:
         raise ValueError(f"the number of busy processes must be >= 0, got {n}")
     procs = [
-        subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=float(seconds))])
+        subprocess.Popen(
+            [sys.executable, "-c", SPIN.format(parent=os.getpid(), seconds=float(seconds))]
+        )
         for _ in range(n)
     ]
     try:

@@ -1,5 +1,9 @@
 """busy.py: the bench's own busy processes, alive for the block and gone after it."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -21,3 +25,26 @@ def test_a_busy_process_ends_itself_after_its_time_and_a_negative_count_is_refus
         assert proc.wait(timeout=30) == 0  # it stopped on its own, without being killed
     with pytest.raises(ValueError, match=">= 0"), busy(-1):
         time.sleep(0)
+
+
+def test_a_busy_process_ends_when_the_process_that_started_it_is_killed():
+    code = "from specdemo.busy import busy\nwith busy(1) as (p,):\n    print(p.pid, flush=True)\n"
+    code += "    input()\n"
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stdin=subprocess.PIPE, text=True)  # fmt: skip
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)  # no cleanup runs in the parent
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)  # still there (or a zombie not yet reaped by init)
+            with open(f"/proc/{child}/stat") as f:
+                if f.read().split()[2] == "Z":
+                    break
+        except (ProcessLookupError, FileNotFoundError):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the busy process outlived its killed parent")
