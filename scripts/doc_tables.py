@@ -656,8 +656,29 @@ def speed_targets() -> str:
          f"**{span(race_s, lambda v: f'{v:.1f}')} s** on the 5 examples", yes(max(race_s) <= 60)],
         ["under the AVX2 emulation: automatic K ≥ 0.98× target-only on every prompt set",
          f"**{xs(emu)}**", yes(min(emu) >= 0.98)],
+        *busy_target_rows(),
     ]  # fmt: skip
     return table(["target", "measured", "met"], rows)
+
+
+def busy_target_rows() -> list[list[str]]:
+    """The speed targets beside busy processes (busy.json) and for four races at once
+    (room-races.json)."""
+    best = bench_report.best_fixed_vs_auto(load("busy.json"))
+    rows = []
+    for n in sorted({b["busy"] for b in best}):
+        cells = [b for b in best if b["busy"] == n]
+        auto = [b["auto_speedup"] for b in cells]
+        ratio = [b["auto_vs_best"] for b in cells]
+        label = "quiet" if n == 0 else f"beside {n} busy process{'es' if n > 1 else ''}"
+        rows += [[f"{label}: automatic K ≥ 0.98× target-only on every set at T = 0 and 1",
+                  f"**{xs(auto)}**", yes(min(auto) >= 0.98)],
+                 [f"{label}: automatic K ≥ 0.95× the best fixed K (1–4) in every cell",
+                  f"**{span(ratio)}**", yes(min(ratio) >= 0.95)]]  # fmt: skip
+    room = [r["speedup"] for r in load("room-races.json")["races"]]
+    rows.append(["four default races sent at once: every visitor ≥ 0.98× their target alone",
+                 f"**{xs(room)}**", yes(min(room) >= 0.98)])  # fmt: skip
+    return rows
 
 
 # ----------------------------------------------------------------- tables with a renderer
@@ -706,7 +727,99 @@ def dispatch_trees() -> str:
     return table(header, rows)
 
 
+# ------------------------------------------------------------ beside busy processes
+
+
+def busy_bench() -> str:
+    """Automatic K and fixed K against the target alone, quiet and beside busy processes."""
+    result = load("busy.json")
+    lines = [bench_report.busy_markdown(result).strip()]
+    threads = {(p["prompt_set"], p["temperature"], p["busy"]): p["threads"]
+               for p in result["plain_loop"]}  # fmt: skip
+    used = {}
+    for (_, _, n), counts in threads.items():
+        used.setdefault(n, set()).update(counts)
+    each = "; ".join(f"{n} busy: {', '.join(map(str, sorted(c)))}" for n, c in sorted(used.items()))
+    lines += ["", f"Torch threads the runs used (`threads.fitted`): {each}."]
+    return "\n".join(lines)
+
+
+def where(cell: dict) -> str:
+    """A bench cell's set and temperature: "prose, T 1"."""
+    return f"{cell['prompt_set']}, T {temp(cell['temperature'])}"
+
+
+def busy_targets() -> str:
+    """The issue's targets read off busy.json: automatic K against the target alone and
+    against the best fixed K, worst cell per load."""
+    best = bench_report.best_fixed_vs_auto(load("busy.json"))
+    rows = []
+    for n in sorted({b["busy"] for b in best}):
+        cells = [b for b in best if b["busy"] == n]
+        low = min(cells, key=lambda b: b["auto_speedup"])
+        low_best = min(cells, key=lambda b: b["auto_vs_best"])
+        rows.append([n, x(statistics.median(b["auto_speedup"] for b in cells)),
+                     f"{x(low['auto_speedup'])} ({where(low)})",
+                     f"{low_best['auto_vs_best']:.2f} ({where(low_best)})"])  # fmt: skip
+    header = ["busy processes", "auto K / target alone, median of cells", "lowest cell",
+              "auto K / best fixed K, lowest cell"]  # fmt: skip
+    return table(header, rows)
+
+
+def busy_replay() -> str:
+    """How much slower than the profile the recorded rounds' passes ran (busy-rounds.json)."""
+    recorded = load("busy-rounds.json")
+    profile = recorded["profile"]
+    verify = {1: profile["t_step"], **{int(k) + 1: v for k, v in profile["t_verify"].items()}}
+
+    def slowed(busy: int) -> tuple[list[float], list[float]]:
+        target, draft = [], []
+        for run in recorded["runs"]:
+            if run["busy"] != busy:
+                continue
+            rounds = run["rounds"]
+            target.append(statistics.median(v / verify[k + 1] for k, _, _, _, v in rounds))
+            draft.append(statistics.median(d / s / profile["t_draft"]
+                                           for _, _, s, d, _ in rounds if s))  # fmt: skip
+        return target, draft
+
+    (two_t, two_d), (one_t, one_d) = slowed(2), slowed(1)
+    times = lambda v: span(v, lambda r: f"{r:.1f}")  # noqa: E731
+    return (
+        f"Beside two busy loops the recorded target passes ran {times(two_t)} times their "
+        f"profile and the draft's steps {times(two_d)} times theirs; beside one, on 2 threads, "
+        f"the target's {times(one_t)} times and the draft's {times(one_d)} times."
+    )
+
+
+def threads_steps() -> str:
+    """One target and one draft step per load and thread count (threads.json)."""
+    result = load("threads.json")
+    rows = [[r["busy"], r["threads"], f"{r['target_ms']:.0f}", f"{r['draft_ms']:.0f}",
+             f"{r['draft_ms'] / r['target_ms']:.2f}", ", ".join(map(str, sorted(set(r["fitted"]))))]
+            for r in result["rows"]]  # fmt: skip
+    header = ["busy processes", "torch threads", "target step (ms)", "draft step (ms)", "c",
+              "`fitted` chose"]  # fmt: skip
+    return table(header, rows)
+
+
+def room_races() -> str:
+    """Four visitors' default races sent at once (room-races.json)."""
+    result = load("room-races.json")
+    rows = [[r["seed"], f"**{x(r['speedup'])}**", f"{r['mean K']:.1f}", f"{r['auto tok/s']:.2f}",
+             f"{r['target alone tok/s']:.2f}", f"{r['waited (s)']:.0f}"]
+            for r in result["races"]]  # fmt: skip
+    header = ["visitor (seed)", "speedup the page showed", "mean K", "auto K tok/s",
+              "target alone tok/s", "waited (s)"]  # fmt: skip
+    return table(header, rows)
+
+
 TABLES = {
+    "busy-bench": busy_bench,
+    "busy-targets": busy_targets,
+    "threads-steps": threads_steps,
+    "busy-replay": busy_replay,
+    "room-races": room_races,
     "dispatch-trees": dispatch_trees,
     "main-best": main_best,
     "main-steps": main_steps,

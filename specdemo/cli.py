@@ -55,6 +55,7 @@ def cmd_generate(args) -> int:
     from specdemo.rounds import Stats
     from specdemo.sampling import SamplingConfig
     from specdemo.text import Detokenizer, encode_prompt
+    from specdemo.threads import fitted
 
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # checked before loading
     if (args.k != "auto" and args.k < 0) or args.max_new_tokens < 0:
@@ -79,7 +80,7 @@ def cmd_generate(args) -> int:
     colour = sys.stdout.isatty() and not args.json
     if colour:
         print(legend_ansi(), file=sys.stderr)
-    for r in speculative_generate(
+    rounds = speculative_generate(
         pair.target,
         drafter,
         input_ids,
@@ -89,11 +90,14 @@ def cmd_generate(args) -> int:
         generator=generator,
         stats=stats,
         tree_width=args.tree_width,
-    ):
-        tokens += r.tokens
-        spans = round_spans(r, detok, show_rejected=colour)
-        if not args.json:
-            print(ansi(spans) if colour else "".join(text for text, _ in spans), end="", flush=True)
+    )
+    with fitted(pair.target.device):  # the cores other processes leave free, as in the app
+        for r in rounds:
+            tokens += r.tokens
+            spans = round_spans(r, detok, show_rejected=colour)
+            if not args.json:
+                piece = ansi(spans) if colour else "".join(text for text, _ in spans)
+                print(piece, end="", flush=True)
     text = pair.tokenizer.decode(tokens, skip_special_tokens=True)
     if args.json:
         print(

@@ -52,19 +52,53 @@ def fitting(others: float, cores: int, most: int) -> int:
     return max(1, min(most, cores - round(others)))
 
 
+def choose(device="cpu", threads: int | str = "auto") -> int | None:
+    """The torch threads for work on `device`: None for a model on a GPU (the CPU's threads are
+    left alone); else `threads` as given, or for "auto" ``fitting`` the load measured now, never
+    above the count this thread runs with already."""
+    if torch.device(device).type != "cpu":
+        return None
+    n = fitting(others_busy(), cores(), torch.get_num_threads()) if threads == "auto" else threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f'threads must be a whole number >= 1 or "auto", got {n!r}')
+    return n
+
+
+@contextlib.contextmanager
+def on(n: int | None):
+    """Run the block on `n` torch threads (None: as they are), then restore the count. torch
+    keeps the count per thread: the block's own thread is the one that changes."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield before if n is None else n
+    finally:
+        if n is not None:
+            torch.set_num_threads(before)
+
+
 @contextlib.contextmanager
 def fitted(device="cpu", threads: int | str = "auto"):
-    """Run the block with `threads` torch threads ("auto": ``fitting`` the load measured now);
-    yields the count. Nothing changes for a model on a GPU."""
-    before = torch.get_num_threads()
-    if torch.device(device).type != "cpu":
-        yield before
-        return
-    n = fitting(others_busy(), cores(), before) if threads == "auto" else int(threads)
-    if n < 1:
-        raise ValueError(f"threads must be >= 1, got {n}")
-    torch.set_num_threads(n)
-    try:
+    """Run the block on ``choose``'s threads; yields the count."""
+    with on(choose(device, threads)) as n:
         yield n
-    finally:
-        torch.set_num_threads(before)
+
+
+def each_step(iterator, n: int | None):
+    """`iterator`'s items, each produced on `n` torch threads (None: as they are) by whichever
+    thread asks for it, that thread's own count restored after each: a server may advance a
+    generator from a different worker thread every time, and torch keeps a count per thread."""
+    iterator = iter(iterator)
+    try:
+        while True:
+            with on(n):
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+            yield item
+    finally:  # closed early (Stop): the inner generator's own cleanup runs now
+        if hasattr(iterator, "close"):
+            with on(n):
+                iterator.close()

@@ -1,5 +1,7 @@
 """threads.py: torch's threads fitted to the cores other processes leave free."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 
@@ -46,6 +48,7 @@ def test_the_block_runs_on_the_fitted_threads_and_the_count_is_restored(monkeypa
     with threads.fitted("cpu") as n:
         assert n == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+    assert threads.choose("cpu") == 1 and torch.get_num_threads() == before  # chosen, not set
     with threads.fitted("cpu", threads=2) as n:
         assert n == 2 and torch.get_num_threads() == 2
     torch.set_num_threads(1)  # a forked worker computing on one thread: never raised
@@ -58,3 +61,40 @@ def test_the_block_runs_on_the_fitted_threads_and_the_count_is_restored(monkeypa
     with pytest.raises(ValueError, match=">= 1"), threads.fitted("cpu", threads=0):
         pass
     assert torch.get_num_threads() == before
+
+
+def test_each_step_of_a_generator_runs_on_the_chosen_threads_whichever_thread_advances_it():
+    """A server advances a streamed generator from a different worker thread each time, and
+    torch keeps a thread count per thread: every step must still compute on the count chosen,
+    and each worker keep its own count afterwards. The control: a count set once, in the thread
+    that started the generator, does not reach the other workers."""
+    if torch.get_num_threads() < 2:
+        pytest.skip("torch runs on one thread here: no count to change")
+    x, finished = torch.randn(32, 32), []
+
+    def steps():
+        try:
+            for _ in range(4):
+                x @ x  # a parallel region, as a model's forward pass has
+                yield torch.get_num_threads()
+        finally:
+            finished.append(torch.get_num_threads())
+
+    workers = [ThreadPoolExecutor(1) for _ in range(2)]
+    own = [w.submit(lambda: (x @ x, torch.get_num_threads())[1]).result() for w in workers]
+    assert own == [torch.get_num_threads()] * 2
+    stream = threads.each_step(steps(), 1)
+    seen = [workers[i % 2].submit(next, stream).result() for i in range(4)]
+    assert seen == [1, 1, 1, 1]
+    assert [w.submit(torch.get_num_threads).result() for w in workers] == own
+    once = steps()
+    with threads.on(1):  # set in this thread only
+        seen = [workers[i % 2].submit(next, once).result() for i in range(4)]
+    assert seen == own * 2  # the workers kept their own count
+    finished.clear()
+    closed = threads.each_step(steps(), 1)
+    next(closed)
+    closed.close()  # Stop: the inner generator is closed too, on the chosen threads
+    assert finished == [1] and torch.get_num_threads() == own[0]
+    for w in workers:
+        w.shutdown()

@@ -30,7 +30,7 @@ from specdemo.app.step.tree_chart import tree_chart
 from specdemo.engine import make_generator
 from specdemo.profile import costs_for, measured_for, restore_measured
 from specdemo.text import token_labels
-from specdemo.threads import fitted
+from specdemo.threads import choose, each_step
 
 STREAM_EVERY = 0.1  # seconds between streamed runs (a slow round streams every round)
 
@@ -56,13 +56,17 @@ def run_race(
     within one round or STREAM_EVERY, whichever is longer."""
     restore_measured(pair.target, pair.draft, measured)
     ids = list(request.ids)
-    # Both runs on the threads the machine's other work leaves free (``threads.fitted``).
-    with user_errors(), fitted(pair.target.device) as threads:
-        for spec, done in throttled(race.run_speculative(pair, request.config, ids)):
+    with user_errors():
+        # Both runs on the threads the machine's other work leaves free (``threads.choose``),
+        # set on whichever worker thread advances them.
+        threads = choose(pair.target.device)
+        spec_runs = each_step(race.run_speculative(pair, request.config, ids), threads)
+        for spec, done in throttled(spec_runs):
             spec.threads = threads
             yield "spec", spec, done
         if request.with_target:
-            for target, done in throttled(race.run_target(pair, request.config, ids)):
+            target_runs = each_step(race.run_target(pair, request.config, ids), threads)
+            for target, done in throttled(target_runs):
                 yield "target", target, done
     yield "measured", measured_for(pair.target, pair.draft), True
 
