@@ -262,3 +262,37 @@ def test_the_sweep_check_script_runs_the_apps_sweep_cell_by_cell(tmp_path):
     ]
     fixed = [row for row in rows if row["k"] != "auto"]
     assert all(row["curve"] > 0 and row["measured / curve"] > 0 for row in fixed)
+
+
+def test_a_race_on_a_busy_machine_computes_on_the_fitted_threads_whichever_thread_runs_it(
+    pair, monkeypatch
+):
+    """Other processes hold every core: both runs compute every pass on one torch thread, even
+    as Gradio's worker threads take turns advancing the race, and the record says so with the
+    load automatic K measured (the cost note reads both)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specdemo import threads
+
+    monkeypatch.setattr(threads, "others_busy", lambda: 8.0)
+    counts = []
+    hook = pair.target.register_forward_pre_hook(lambda *_: counts.append(torch.get_num_threads()))
+    request = jobs.parse_race(pair, PROMPT, k="auto", auto_k=True, max_new_tokens=12, seed=3)
+    workers = [ThreadPoolExecutor(1) for _ in range(2)]
+    for w in workers:  # each worker has computed before, on torch's own count
+        w.submit(torch.mm, torch.ones(64, 64), torch.ones(64, 64)).result()
+    runs, step = work.run_race(pair, request), 0
+    try:
+        items = []
+        while (item := workers[step % 2].submit(next, runs, None).result()) is not None:
+            items.append(item)
+            step += 1
+    finally:
+        hook.remove()
+        for w in workers:
+            w.shutdown()
+    kinds = {kind: run for kind, run, _ in items}
+    assert counts and set(counts) == {1}, counts
+    assert step > 2 and kinds["spec"].threads == 1 and kinds["spec"].load > 0
+    row = RunRecord.of(request.config, kinds["spec"], kinds["target"])
+    assert (row.threads, row.policy_load) == (1, kinds["spec"].load)
