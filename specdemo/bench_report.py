@@ -95,6 +95,8 @@ def markdown(result: dict) -> str:
     summary = best_fixed_vs_auto(result)
     if any(s["auto_speedup"] is not None for s in summary):
         lines += ["", *table(summary, list(summary[0]))]
+        if any(s["busy"] for s in summary):  # a run with --busy: each load side by side
+            lines += ["", busy_markdown(result).strip()]
     if result.get("plain_loop"):
         lines += ["", "The engine's plain target loop against target-only generate:", ""]
         lines += table(result["plain_loop"], list(result["plain_loop"][0]))

@@ -152,12 +152,20 @@ def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path
     )
     table = bench_report.busy_markdown(result)
     assert table.count("\n| code | 1 |") == 2 and "| **auto K** |" in table
+    assert table.strip() in (out / "bench.md").read_text()
 
 
-def test_a_negative_number_of_busy_processes_is_refused_before_any_model_loads(capsys):
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--busy", "-1"], "busy processes must be >= 0"),
+        (["--threads", "0"], "threads must be >= 1"),
+    ],
+)
+def test_bad_load_settings_are_refused_before_any_model_loads(capsys, flags, message):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["bench", *TINY, "--busy", "-1"])
-    assert exit_.value.code == 2 and "busy processes must be >= 0" in capsys.readouterr().err
+        cli.main(["bench", *TINY, *flags])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_bench_runs_each_drafter_at_each_tree_width(tmp_path):
