@@ -58,7 +58,10 @@ def choose(device="cpu", threads: int | str = "auto") -> int | None:
     above the count this thread runs with already."""
     if torch.device(device).type != "cpu":
         return None
-    n = fitting(others_busy(), cores(), torch.get_num_threads()) if threads == "auto" else threads
+    most = torch.get_num_threads()
+    if threads == "auto":  # on one thread already (a forked worker): nothing to measure
+        threads = 1 if most == 1 else fitting(others_busy(), cores(), most)
+    n = threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f'threads must be a whole number >= 1 or "auto", got {n!r}')
     return n

@@ -52,7 +52,7 @@ def test_the_block_runs_on_the_fitted_threads_and_the_count_is_restored(monkeypa
     with threads.fitted("cpu", threads=2) as n:
         assert n == 2 and torch.get_num_threads() == 2
     torch.set_num_threads(1)  # a forked worker computing on one thread: never raised
-    monkeypatch.setattr(threads, "others_busy", lambda: 0.0)
+    monkeypatch.setattr(threads, "others_busy", lambda: pytest.fail("measured for nothing"))
     with threads.fitted("cpu") as n:
         assert n == 1
     torch.set_num_threads(before)
