@@ -1,6 +1,6 @@
 """Four visitors press Generate at once on `python app.py`, through the app's public API.
 
-    python scripts/room_races.py [out.json] [--busy N]
+    python scripts/room_races.py [--out room-races.json] [--busy N]
 
 Starts the app (SPECDEMO_PAIR, default the embedded pair) as scripts/room_check.py does, then
 sends four default races (automatic K, 128 tokens, T 0.7), each with its own seed and "Fresh
@@ -10,6 +10,7 @@ against the target alone, both measured in that visitor's race), the mean K and 
 visitor waited.
 """
 
+import argparse
 import json
 import re
 import sys
@@ -55,9 +56,11 @@ def race(url: str, seed: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    n_busy = int(argv[argv.index("--busy") + 1]) if "--busy" in argv else 0
-    args = [a for i, a in enumerate(argv) if a != "--busy" and (i == 0 or argv[i - 1] != "--busy")]
-    out = Path(args[0] if args else "room-races.json")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("room-races.json"))
+    parser.add_argument("--busy", type=int, default=0, help="busy processes beside the races")
+    args = parser.parse_args(argv)
+    out, n_busy = args.out, args.busy
     results = {"machine": machine("cpu"), "visitors": VISITORS, "busy": n_busy}
     with tempfile.TemporaryFile("a+") as log:
         proc, url = start_app(log)

@@ -241,6 +241,7 @@ def bench(pair, args, progress=True) -> dict:
         for width in getattr(args, "tree_widths", None) or [1]
     }
     loads = getattr(args, "busy", None) or [0]
+    device, wanted = pair.target.device, getattr(args, "threads", "auto")
     total = sum(len(v) for v in encoded.values()) * len(temps) * args.repeats * len(loads)
     bar = tqdm(total=total, desc="bench", disable=not progress)
     rows, plains = [], []
@@ -261,7 +262,6 @@ def bench(pair, args, progress=True) -> dict:
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
                     for n in loads:
-                        device, wanted = pair.target.device, getattr(args, "threads", "auto")
                         with busy(n), fitted(device, wanted) as used:
                             base = run_cells(pair, ids, sampling, max_new_tokens, seed, args,
                                              ks, methods, n, cells, plain[n])  # fmt: skip

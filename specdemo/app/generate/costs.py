@@ -9,7 +9,6 @@ position was kept (``RunRecord.time_split``: where a run's time went).
 """
 
 import itertools
-import os
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
@@ -17,6 +16,7 @@ from statistics import mean
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
 from specdemo.theory import StepCosts, expected_speedup
+from specdemo.threads import cores as usable_cores
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
 NOTE_PLACEHOLDER = (
@@ -255,7 +255,7 @@ def load_note(run: RunRecord) -> str:
         )
     else:
         note += " The curves use the profile, timed under one load."
-    cores = os.cpu_count() or 1
+    cores = usable_cores()  # the count the race's threads were fitted to
     if run.threads and run.device == "cpu" and run.threads < cores:
         plural = "thread" if run.threads == 1 else "threads"
         note += (

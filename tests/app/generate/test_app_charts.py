@@ -226,7 +226,7 @@ def test_a_run_slower_than_its_profile_says_by_how_much():
 
 
 def test_a_busy_machine_says_automatic_k_priced_its_load_and_how_many_threads_ran(monkeypatch):
-    monkeypatch.setattr(costs.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(costs, "usable_cores", lambda: 2)
     busy = replace(RUN, k="auto", t_step=0.024, policy_load=2.38, threads=1, device="cpu")
     note = costs.cost_note([busy])
     assert "took 2.4× the profiled time" in note
