@@ -19,6 +19,7 @@ DEFAULTS = {
     "drafter": "model",
     "adaptive": False,
     "tree_width": 1,  # guesses tried per position: 1 is the chain (engine.speculative_generate)
+    "verify": "token",  # the judge: "token" (each draft on its own) or "block" (verify.py)
 }
 
 

@@ -27,8 +27,9 @@ from specdemo.sampling import (
     resolve_rule,
 )
 from specdemo.theory import StepCosts
-from specdemo.tree import Fishbone, draw_siblings, judge
-from specdemo.verify import Verdict, verify, verify_greedy
+from specdemo.tree import Fishbone, draw_siblings
+from specdemo.tree import judge as judge_tree
+from specdemo.verify import Verdict, check_judge, verify, verify_greedy
 from specdemo.vocab import vocab_size
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
@@ -98,10 +99,12 @@ def check_draft(draft: list[int], vocab: int) -> list[int]:
 
 
 def verify_round(
-    target, cache, last: int, proposal: Proposal, sampling, generator, rule: AcceptanceRule = EXACT
-):
+    target, cache, last: int, proposal: Proposal, sampling, generator,
+    rule: AcceptanceRule = EXACT, judge: str = "token",
+):  # fmt: skip
     """The target scores the last emitted token and the k drafts in one pass, the acceptance
-    rule judges the drafts, and the cache drops the rejected ones. Returns (Verdict, cache)."""
+    rule judges the drafts (token by token, or as a block: `judge`), and the cache drops the
+    rejected ones. Returns (Verdict, cache)."""
     draft = proposal.tokens.to(target.device)
     feed = torch.cat([torch.tensor([last], device=target.device), draft])
     logits, cache = forward(target, feed, cache, n_logits=len(feed))  # (k+1, vocab)
@@ -109,7 +112,7 @@ def verify_round(
         verdict = verify_greedy(draft, logits)
     else:
         q = proposal.q.to(target.device) if proposal.q is not None else None
-        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator, rule)
+        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator, rule, judge)
     drop_last(cache, len(draft) - verdict.n_accepted)
     return verdict, cache
 
@@ -127,15 +130,17 @@ def sprout(proposal: Proposal, width: int, generator) -> Fishbone | None:
     return Fishbone(chain, siblings) if any(siblings) else None
 
 
-def verify_tree_round(target, cache, last: int, tree: Fishbone, q, sampling, generator):
+def verify_tree_round(
+    target, cache, last: int, tree: Fishbone, q, sampling, generator, judge: str = "token"
+):
     """The target scores the root and every node of `tree` in one pass (``lm.tree_forward``),
-    ``tree.judge`` walks it, and the cache keeps the prefix and the kept path. Returns
-    (``tree.TreeVerdict``, cache)."""
+    ``tree.judge`` walks it (root to leaf, or leaf to root as a block: `judge`), and the cache
+    keeps the prefix and the kept path. Returns (``tree.TreeVerdict``, cache)."""
     past = cache.get_seq_length() if cache is not None else 0
     logits, cache = tree_forward(target, [last, *tree.tokens], tree.parents, cache)
     vocab = max(logits.shape[-1], q.shape[-1])
     p = pad_vocab(logits_to_probs(logits, sampling), vocab)
-    verdict = judge(tree, p, pad_vocab(q.to(target.device), vocab), generator)
+    verdict = judge_tree(tree, p, pad_vocab(q.to(target.device), vocab), generator, judge)
     keep_rows(cache, [*range(past), *(past + r for r in verdict.rows)])
     return verdict, cache
 
@@ -156,6 +161,7 @@ def speculative_generate(
     rule: AcceptanceRule = EXACT,
     on_verdict: Callable[[Verdict], None] | None = None,
     tree_width: int | str = 1,
+    verify: str = "token",
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
@@ -173,8 +179,15 @@ def speculative_generate(
     in one target pass with the exact rule for children drawn so. "auto" takes the width the
     policy chooses with each k (up to its ``max_width``; 1 where a tree does not pay) and needs
     `k` to be a policy.
+
+    `verify` is the judge: "token" judges each draft on its own and stops at the first
+    rejection; "block" judges the drafts as one block (``verify``: block verification; a tree by
+    traversal verification, ``tree.traverse``), which keeps at least as many in distribution.
+    Both are exact; a greedy round, or a copied draft (a one-hot q), is judged token by token,
+    which is the same outcome.
     """
     context = as_list(input_ids)
+    check_judge(verify)
     policy = check_k(k)
     check_tree_width(tree_width, rule)
     if tree_width == "auto" and policy is None:
@@ -186,6 +199,7 @@ def speculative_generate(
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     stats = stats if stats is not None else Stats()
     stats.k = "auto" if policy else k
+    stats.verify = verify
     observers = [stats.add] + ([policy.update] if policy else [])
     if not max_new_tokens:
         return
@@ -204,13 +218,13 @@ def speculative_generate(
         clock.lap()
         if tree is None:
             verdict, cache = verify_round(
-                target, cache, context[-1], proposal, sampling, generator, rule
+                target, cache, context[-1], proposal, sampling, generator, rule, verify
             )
             kept = draft[: verdict.n_accepted]
         else:
             check_draft(tree.tokens, vocab)
             verdict, cache = verify_tree_round(
-                target, cache, context[-1], tree, proposal.q, sampling, generator
+                target, cache, context[-1], tree, proposal.q, sampling, generator, verify
             )
             kept = verdict.path
         verify_time = clock.lap()
@@ -313,6 +327,7 @@ def generate(
     decode: Callable[[list[int]], str] | None = None,
     rule: str | AcceptanceRule = "exact",
     tree_width: int | str = 1,
+    verify: str = DEFAULTS["verify"],
 ) -> Result:
     """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
     before each round (``policy.AutoK``) from step costs measured once per pair on this machine
@@ -320,7 +335,9 @@ def generate(
     ("always-accept", "resample-from-p", "greedy-draft"), which break exactness on purpose.
     `tree_width` > 1 verifies a token tree each round (``speculative_generate``); "auto", with
     k="auto", lets the policy choose a width up to AUTO_TREE_WIDTH each round (1 where a tree
-    does not pay)."""
+    does not pay). `verify`: the judge, "token" (token by token) or "block" (the whole block;
+    a tree by traversal), both exact."""
+    check_judge(verify)
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)
     generator = make_generator(seed, target.device)
@@ -341,6 +358,7 @@ def generate(
             stats=stats,
             rule=rule,
             tree_width=tree_width,
+            verify=verify,
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)

@@ -39,6 +39,14 @@ class Round:
     width: int = 1  # guesses per position the round's target pass held (1: a chain)
     # A tree round's siblings at each chain position, as drawn (tried or not), in order.
     siblings: tuple[tuple[int, ...], ...] = ()
+    judge: str = "token"  # who judged the drafts: "token" or "block" (``verify.JUDGES``)
+    # Judged as a block: each position's running weight w_i and stopping chance h_i (u[i] is
+    # compared with h_i; the block keeps up to the last position that passed).
+    weights: list[float] = field(default_factory=list)
+    stop_chance: list[float] = field(default_factory=list)
+    # What judging token by token would have kept of the same drafts with the same uniforms
+    # (a chain round; None for a tree judged as a block).
+    token_kept: int | None = None
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
@@ -73,6 +81,12 @@ class Round:
             siblings_tried=tuple(tuple(d[1:]) for d in getattr(verdict, "trials", ())),
             width=tree.width if tree is not None else 1,
             siblings=tuple(map(tuple, tree.siblings)) if tree is not None else (),
+            judge=getattr(verdict, "judge", "token"),
+            weights=list(getattr(verdict, "weights", [])),
+            stop_chance=list(getattr(verdict, "stop_chance", [])),
+            token_kept=None if tree is not None else (
+                verdict.n_accepted if verdict.token_kept is None else verdict.token_kept
+            ),
         )
 
     @property
@@ -109,11 +123,18 @@ class Stats:
     """Counts and timings of one speculative generation."""
 
     k: int = 0
+    verify: str = "token"  # the judge of every round: "token" or "block"
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
     rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
     siblings_kept: int = 0  # tree rounds that kept a sibling after the chain's token was rejected
+    # Chain drafts that judging token by token would have kept with the same drafts and
+    # uniforms, summed over the rounds that can tell (every chain round); `token_rounds` counts
+    # them, so accepted over token_kept on the same rounds is the block judge's own gain.
+    token_kept: int = 0
+    token_rounds: int = 0
+    chain_kept: int = 0  # drafts kept in those same rounds
     tree_rounds: int = 0  # rounds verified as a tree (width > 1)
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
@@ -140,6 +161,12 @@ class Stats:
         the theory formulas (Leviathan et al., 2023)."""
         judged = self.accepted + self.rejected
         return self.accepted / judged if judged else 0.0
+
+    @property
+    def judge_gain(self) -> float | None:
+        """Drafts the judge kept over what judging token by token keeps of the same drafts with
+        the same uniforms, over the chain rounds (1 for the token judge); None before any."""
+        return self.chain_kept / self.token_kept if self.token_kept else None
 
     @property
     def tokens_per_pass(self) -> float:
@@ -190,6 +217,10 @@ class Stats:
         self.accepted += r.n_accepted
         self.rejected += r.n_accepted < r.k
         self.siblings_kept += r.sibling is not None
+        if r.token_kept is not None:
+            self.token_kept += r.token_kept
+            self.token_rounds += 1
+            self.chain_kept += r.n_accepted
         self.tree_rounds += r.width > 1
         self.new_tokens += len(r.tokens)
         self.target_passes += 1
@@ -211,6 +242,7 @@ class Stats:
             t_draft=self.t_draft,
             t_verify=self.t_verify,
             c=self.c,
+            judge_gain=self.judge_gain,
         )
         return d
 

@@ -55,6 +55,10 @@ class AcceptanceRule:
     greedy_draft: bool = False  # draft the argmax of q, yet report q as the draft's probability
     accept_all: bool = False  # keep every draft token
     resample_from_p: bool = False  # on a rejection draw from p instead of max(0, p - q)
+    # Judge the drafts as a block, but keep up to the last position whose uniform falls below
+    # min(1, prod p/q along the prefix) and draw the next token from the token-wise residual
+    # max(p - q, 0) there, not from the block's residual.
+    block_prefix: bool = False
 
 
 RULES = {
@@ -85,6 +89,15 @@ RULES = {
             "The draft always proposes its argmax, which it did with probability 1, not q(x): "
             "min(1, p/q) keeps it too often (a bug transformers fixed, #32867).",
             greedy_draft=True,
+        ),
+        AcceptanceRule(
+            "block-prefix",
+            "Mistake: judge the block by min(1, Π p/q), resample from max(0, p − q)",
+            "It looks like judging the whole block and keeps more drafts, but the residual "
+            "max(0, p − q) only makes up for one token's min(p, q), not for the block's "
+            "weight min(1, Π p/q): pairs of tokens come out too often or too rarely, though "
+            "the first token alone can look right.",
+            block_prefix=True,
         ),
     )
 }
@@ -198,9 +211,10 @@ def acceptance_probs(
 
 
 def residual(
-    p_row: torch.Tensor, q_row: torch.Tensor, rule: AcceptanceRule = EXACT
+    p_row: torch.Tensor, q_row: torch.Tensor, rule: AcceptanceRule = EXACT, w=1.0
 ) -> torch.Tensor:
     """max(0, p - q) normalised, in float64; p itself only when that mass is exactly zero.
+    A block's residual weighs p by the block's running weight w <= 1: max(0, w p - q).
 
     The mass is zero only if p <= q at every token, while a rejection needs p(x) < q(x) somewhere;
     both rows sum to 1 up to float32 rounding (under vocab * 2^-24), so a rejection there has
@@ -209,7 +223,7 @@ def residual(
     p_row = p_row.double()
     if rule.resample_from_p:
         return p_row
-    r = torch.clamp(p_row - q_row.double(), min=0.0)
+    r = torch.clamp(w * p_row - q_row.double(), min=0.0)
     mass = r.sum(-1, keepdim=True)
     return torch.where(mass > 0, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p_row)
 

@@ -4,12 +4,26 @@
 min(1, p(x)/q(x)), the first rejection is replaced by a sample from the residual
 max(0, p - q) / sum, and a fully kept block earns a bonus token from p (Leviathan et al., 2023,
 algorithm 1; Chen et al., 2023). The emitted tokens are distributed exactly as the target's own
-samples. ``verify_many`` judges B independent rounds at once, the same step the engine runs with
-B = 1, so the app's exactness lab draws through the engine's own code; ``verify_greedy`` is the
+samples. That is judging token by token (``judge="token"``).
+
+Judging the whole block (``judge="block"``; Sun et al., *Block Verification Accelerates
+Speculative Decoding*, ICLR 2025) keeps at least as many of the same drafts, in distribution, and
+stays exact: a running weight w_i = min(1, w_(i-1) p(x_i)/q(x_i)) (w_0 = 1) says how much of the
+target's mass the drafted prefix x_1..x_i still carries; position i < k stops the block with
+chance h_i = r_i / (r_i + 1 - w_i), where r_i is the mass of the block residual
+max(w_i p_i - q_i, 0), and position k with h_k = w_k. One uniform per position; the block keeps
+x_1..x_tau for the LAST position tau with u_tau < h_tau (0 if none) and then draws one token from
+max(w_tau p_tau - q_tau, 0) (at tau = k: from p, the bonus). The first position gains nothing
+(h_1 is token-wise's chance once the later positions are summed out); later ones can be kept
+where token-wise would already have rejected. A one-hot q (a greedy or copied draft) gives
+token-wise's outcome, so it is judged token by token.
+
+``verify_many`` judges B independent rounds at once, the same step the engine runs with B = 1,
+so the app's exactness lab draws through the engine's own code; ``verify_greedy`` is the
 temperature-0 case. The maths it applies lives in ``sampling``.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -27,6 +41,16 @@ from specdemo.sampling import (
 )
 
 
+JUDGES = {"token": "token by token", "block": "the whole block"}
+
+
+def check_judge(judge: str) -> str:
+    """A judge by name: "token" (each draft on its own) or "block" (the drafts as one block)."""
+    if judge not in JUDGES:
+        raise ValueError(f'verify must be "token" or "block", got {judge!r}')
+    return judge
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What happened to one round's k draft tokens (host-side, plain Python)."""
@@ -36,13 +60,21 @@ class Verdict:
     p_x: list[float]  # target probability of each draft token
     q_x: list[float]  # draft probability of each draft token (1.0 for a deterministic draft)
     accept_prob: list[float]  # min(1, p/q)
-    u: list[float]  # the uniform draws; position i is accepted iff u[i] < accept_prob[i]
+    u: list[float]  # the uniform draws: token by token, position i is kept iff u[i] <
+    # accept_prob[i] and every earlier one was; as a block, see `stop_chance`
     # (vocab,) distribution next_token was drawn from (residual or p); None for a greedy verify
     next_dist: torch.Tensor | None
     # The rows the rule judged, on the device, padded to one vocabulary: p (k+1, vocab) and q
     # (k, vocab; one-hot for a deterministic draft). None for a greedy verify, which has no p.
     p: torch.Tensor | None = None
     q: torch.Tensor | None = None
+    judge: str = "token"  # who judged: "token" or "block" (``JUDGES``)
+    # Judged as a block: each position's running weight w_i and stopping chance h_i; the block
+    # kept the drafts up to the last position with u[i] < stop_chance[i].
+    weights: list[float] = field(default_factory=list)
+    stop_chance: list[float] = field(default_factory=list)
+    # What judging token by token keeps of the same drafts with the same uniforms.
+    token_kept: int | None = None
 
     @property
     def k(self) -> int:
@@ -58,7 +90,8 @@ class Judged:
     """Many independent rounds judged at once (``verify_many``), on the device: (B,) kept drafts
     and next tokens (the resampled replacement, or the bonus when all k were kept), and (B, k)
     p(x), q(x), min(1, p/q) and the uniforms; `next_dist` is the one round's (vocab,) residual
-    or p when B = 1, else None."""
+    or p when B = 1, else None. Judged as a block, (B, k) running weights and stopping chances;
+    `token_kept` (B,) is what judging token by token keeps with the same uniforms."""
 
     n_accepted: torch.Tensor
     next_token: torch.Tensor
@@ -67,6 +100,55 @@ class Judged:
     accept_prob: torch.Tensor
     u: torch.Tensor
     next_dist: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    stop_chance: torch.Tensor | None = None
+    token_kept: torch.Tensor | None = None
+
+
+def running_weights(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+    """(B, k) float64 w_i = min(1, w_(i-1) p(x_i)/q(x_i)), w_0 = 1, in log space: with S the
+    running sum of log ratios, log w_i = S_i - max(0, S_1..S_i)."""
+    tiny = torch.finfo(torch.float64).tiny
+    logs = torch.log(p_x.double()) - torch.log(q_x.double().clamp_min(tiny))
+    s = logs.cumsum(1)
+    peak = torch.cummax(torch.cat([torch.zeros_like(s[:, :1]), s], 1), 1).values[:, 1:]
+    return torch.nan_to_num(s - peak, nan=-torch.inf).clamp(max=0.0)  # log w; -inf: w = 0
+
+
+def residual_mass(p: torch.Tensor, q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """(n,) sum over the vocabulary of max(w p - q, 0), float64, for n rows of p, q and weights
+    w (n,): the mass a block residual keeps."""
+    return torch.clamp(w[:, None] * p.double() - q.double(), min=0.0).sum(-1)
+
+
+def stopping_chances(log_w, masses) -> torch.Tensor:
+    """(B, k) h_i = r_i / (r_i + 1 - w_i) for i < k (1 where that is 0 / 0) and h_k = w_k, from
+    log w (B, k) and the block residual masses r_i (B, k - 1); 1 - w is -expm1(log w)."""
+    w = torch.exp(log_w)
+    short = -torch.expm1(log_w[:, :-1])
+    denominator = masses + short
+    inner = torch.where(denominator > 0, masses / denominator.clamp_min(1e-300), 1.0)
+    return torch.cat([inner, w[:, -1:]], 1)
+
+
+def block_chances(p, p_rows, q, q_rows, p_x, q_x) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, k) log running weights and stopping chances of B blocks whose position i reads row
+    p_rows[:, i] of p and q_rows[:, i] of q (q padded to p's vocabulary). Each distinct
+    (p row, q row, weight) has its residual mass computed once, a few rows at a time, so the
+    memory stays at the tables whatever B."""
+    batch, k = p_x.shape
+    log_w = running_weights(p_x, q_x)
+    if k == 1:
+        return log_w, stopping_chances(log_w, log_w.new_zeros((batch, 0)))
+    keys = torch.stack(
+        [p_rows[:, 1:k].double(), q_rows[:, 1:k].double(), log_w[:, :-1]], -1
+    ).view(-1, 3)
+    unique, where = torch.unique(keys, dim=0, return_inverse=True)
+    masses = torch.cat([
+        residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2]))
+        for part in unique.split(64)
+    ])  # fmt: skip
+    return log_w, stopping_chances(log_w, masses[where].view(batch, k - 1))
 
 
 def verify_many(
@@ -77,16 +159,20 @@ def verify_many(
     q_rows: torch.Tensor,
     generator: torch.Generator | None = None,
     rule: AcceptanceRule = EXACT,
+    judge: str = "token",
 ) -> Judged:
     """B independent rounds' accept/resample step: the engine's one round (B = 1) and the
     exactness lab's thousands of draws run this same code.
 
     draft: (B, k) proposed tokens. Distributions are rows of shared tables, since draws from one
     context share them: p (R, vocab_p) with p_rows (B, k + 1) naming each position's row (the
-    last for the bonus position), q (S, vocab_q) with q_rows (B, k). Draft x at position i is
-    kept with probability min(1, p(x)/q(x)); the first rejection is replaced by a sample from
-    max(0, p - q) / sum at that position, and a round that keeps all k earns a bonus from p.
-    Rows are sampled by group of draws sharing one (p row, q row), so memory stays at the tables.
+    last for the bonus position), q (S, vocab_q) with q_rows (B, k). Judged token by token,
+    draft x at position i is kept with probability min(1, p(x)/q(x)); the first rejection is
+    replaced by a sample from max(0, p - q) / sum at that position, and a round that keeps all
+    k earns a bonus from p. Judged as a block (`judge` "block"), the last position whose uniform
+    falls below its stopping chance ends the kept drafts and the next token comes from the
+    block residual max(w p - q, 0) there (module docstring). Rows are sampled by group of draws
+    sharing one (p row, q row, weight), so memory stays at the tables.
     """
     batch, k = draft.shape
     vocab = max(p.shape[-1], q.shape[-1])
@@ -98,19 +184,44 @@ def verify_many(
     accept_prob = acceptance_probs(p_x, q_x, rule)  # float64
     u = torch.rand((batch, k), generator=generator, dtype=torch.float64, device=p.device)
     rejected = torch.cat([u >= accept_prob, u.new_ones(batch, 1, dtype=torch.bool)], 1)
-    n = rejected.int().argmax(1)  # first rejection, or k when all pass (the appended sentinel)
+    token_kept = rejected.int().argmax(1)  # first rejection, or k when all pass (the sentinel)
+    n, w_at, log_w, h = token_kept, torch.ones(batch, dtype=torch.float64, device=p.device), None, None
+    if (judge == "block" or rule.block_prefix) and k:
+        log_w, h = block_chances(p, p_rows, q, q_rows, p_x, q_x)
+        n = block_tau(u, h, log_w, p_x, q_x, rule)
+        if not rule.block_prefix:  # the mistake draws from the token-wise residual (w = 1)
+            w_at = torch.exp(torch.cat([log_w.new_zeros(batch, 1), log_w], 1)).gather(1, n[:, None])[:, 0]
     p_at, q_at = p_rows.gather(1, n[:, None])[:, 0], q_rows.gather(1, n[:, None])[:, 0]  # (B,)
+    common = dict(p_x=p_x, q_x=q_x, accept_prob=accept_prob, u=u, token_kept=token_kept,
+                  weights=None if log_w is None else torch.exp(log_w), stop_chance=h)  # fmt: skip
     if batch == 1:  # the engine's round: no grouping, so no host sync before the verdict
-        next_dist = residual(p[p_at[0]], q[q_at[0]], rule)
+        next_dist = residual(p[p_at[0]], q[q_at[0]], rule, w_at[0])
         next_token = sample(next_dist[None], generator)
-        return Judged(n, next_token, p_x, q_x, accept_prob, u, next_dist)
-    codes, group = torch.unique(p_at * q.shape[0] + q_at, return_inverse=True)
+        return Judged(n, next_token, next_dist=next_dist, **common)
+    keys = torch.stack([p_at.double(), q_at.double(), w_at], 1)
+    unique, group = torch.unique(keys, dim=0, return_inverse=True)
     next_token = torch.empty(batch, dtype=torch.long, device=p.device)
-    for j, code in enumerate(codes.tolist()):
+    for j, (p_row, q_row, w) in enumerate(unique.tolist()):
         members = group == j
-        dist = residual(p[code // q.shape[0]], q[code % q.shape[0]], rule)
+        dist = residual(p[int(p_row)], q[int(q_row)], rule, w)
         next_token[members] = sample(dist[None], generator, int(members.sum())).view(-1)
-    return Judged(n, next_token, p_x, q_x, accept_prob, u)
+    return Judged(n, next_token, **common)
+
+
+def block_tau(u, h, log_w, p_x, q_x, rule: AcceptanceRule = EXACT) -> torch.Tensor:
+    """(B,) drafts a block keeps: the last position whose uniform is below its stopping chance
+    (0 if none), scanning every position. The block-prefix mistake compares each uniform with
+    min(1, p/q multiplied along the prefix) instead, and draws the next token from the
+    token-wise residual (``verify_many``)."""
+    batch, k = u.shape
+    if rule.accept_all:
+        return torch.full((batch,), k, dtype=torch.long, device=u.device)
+    if rule.block_prefix:
+        tiny = torch.finfo(torch.float64).tiny
+        logs = torch.log(p_x.double()) - torch.log(q_x.double().clamp_min(tiny))
+        h = torch.exp(torch.nan_to_num(logs.cumsum(1), nan=-torch.inf)).clamp(max=1.0)
+    positions = torch.arange(1, k + 1, device=u.device)
+    return torch.where(u < h, positions, 0).max(1).values
 
 
 def verify(
@@ -119,12 +230,14 @@ def verify(
     p: torch.Tensor,
     generator: torch.Generator | None = None,
     rule: AcceptanceRule = EXACT,
+    judge: str = "token",
 ) -> Verdict:
     """One round's accept/resample step (``verify_many`` with one draw), vectorised over the k
     draft positions.
 
     draft: (k,) proposed tokens; q: (k, vocab_q) draft probabilities, or None for a deterministic
-    draft; p: (k+1, vocab_p) target probabilities, the last row for the bonus position.
+    draft (then judged token by token: as a block the outcome is the same); p: (k+1, vocab_p)
+    target probabilities, the last row for the bonus position. `judge`: "token" or "block".
     One device-to-host transfer at the end; rows that are not probabilities raise there.
     """
     k = draft.shape[0]
@@ -134,28 +247,37 @@ def verify(
         if not host[0]:
             raise ValueError("verify: a probability row of p was all zero or not finite")
         no_q = p.new_zeros((0, p.shape[-1]))
-        return Verdict(0, check_tokens(host[1:], "verify")[0], [], [], [], [], p[0], p, no_q)
+        return Verdict(0, check_tokens(host[1:], "verify")[0], [], [], [], [], p[0], p, no_q,
+                       token_kept=0)  # fmt: skip
+    judge = "token" if q is None else check_judge(judge)
     vocab = max(p.shape[-1], q.shape[-1] if q is not None else 0)
     valid = valid_rows(p) & (valid_rows(q) if q is not None else True)
     p = pad_vocab(p, vocab)
     q = one_hot_q(draft, vocab) if q is None else pad_vocab(q, vocab)
     rows = torch.arange(k + 1, device=p.device)[None]  # position i reads row i of p and q
-    judged = verify_many(draft[None], p, rows, q, rows[:, :k], generator, rule)
-    parts = (valid, judged.n_accepted, judged.next_token, judged.p_x, judged.q_x)
-    parts += (judged.accept_prob, judged.u)
+    judged = verify_many(draft[None], p, rows, q, rows[:, :k], generator, rule, judge)
+    parts = (valid, judged.n_accepted, judged.next_token, judged.token_kept, judged.p_x)
+    parts += (judged.q_x, judged.accept_prob, judged.u)
+    if judge == "block":
+        parts += (judged.weights, judged.stop_chance)
     host = torch.cat([t.double().view(-1) for t in parts]).tolist()
     if not host[0]:
         raise ValueError("verify: a probability row of p or q was all zero or not finite")
+    rows = [host[4 + i * k : 4 + (i + 1) * k] for i in range((len(host) - 4) // k)]
     return Verdict(
         n_accepted=int(host[1]),
         next_token=check_tokens([int(host[2])], "verify")[0],
-        p_x=host[3 : 3 + k],
-        q_x=host[3 + k : 3 + 2 * k],
-        accept_prob=host[3 + 2 * k : 3 + 3 * k],
-        u=host[3 + 3 * k :],
+        p_x=rows[0],
+        q_x=rows[1],
+        accept_prob=rows[2],
+        u=rows[3],
         next_dist=judged.next_dist,
         p=p,
         q=q,
+        judge=judge,
+        weights=rows[4] if judge == "block" else [],
+        stop_chance=rows[5] if judge == "block" else [],
+        token_kept=int(host[3]),
     )
 
 

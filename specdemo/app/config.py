@@ -14,6 +14,7 @@ from specdemo.app.settings import DEFAULTS, DRAFTERS, LIMITS, MAX_PROMPT_CHARS, 
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
 from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
+from specdemo.verify import JUDGES
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class RunConfig:
     drafter: str = DEFAULTS["drafter"]
     adaptive: bool = DEFAULTS["adaptive"]
     tree_width: int = DEFAULTS["tree_width"]  # 1: a chain; more: a fishbone of siblings
+    verify: str = DEFAULTS["verify"]  # the judge: "token" (token by token) or "block"
 
     def __post_init__(self):
         if not self.prompt.strip():
@@ -47,6 +49,9 @@ class RunConfig:
         if not isinstance(self.drafter, str) or self.drafter not in DRAFTERS:
             raise ValueError(f"Drafter must be one of {', '.join(DRAFTERS)}; got {self.drafter!r}.")
         _check_range("Tree width", self.tree_width, *LIMITS["tree_width"])
+        if not isinstance(self.verify, str) or self.verify not in JUDGES:
+            judges = ", ".join(f'"{name}" ({label})' for name, label in JUDGES.items())
+            raise ValueError(f"Judge must be one of {judges}; got {self.verify!r}.")
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -73,6 +78,7 @@ def parse_run(
     adaptive=DEFAULTS["adaptive"],
     auto_k=False,
     tree_width=DEFAULTS["tree_width"],
+    verify=DEFAULTS["verify"],
 ) -> RunConfig:
     """Raw widget values (or anything an API caller sends) -> RunConfig, or a clear ValueError.
 
@@ -93,6 +99,7 @@ def parse_run(
         drafter=drafter,
         adaptive=adaptive,
         tree_width=_number("Tree width", tree_width, integer=True),
+        verify=verify,
     )
 
 

@@ -134,15 +134,22 @@ def measure(
     )
 
 
-ROUNDS = {  # how the first two tokens of a draw come out, by K (``joint.measure_pairs``)
-    1: "a kept draft earns the bonus from p",
-    2: "both drafts judged; from K = 2 on, later drafts cannot change the first two tokens",
+ROUNDS = {  # how the first two tokens of a draw come out, by K and judge (``joint.measure_pairs``)
+    (1, "token"): "a kept draft earns the bonus from p",
+    (1, "block"): "a kept draft earns the bonus from p; a block of one guess is judged as token "
+    "by token judges it",
+    (2, "token"): "both drafts judged; from K = 2 on, later drafts cannot change the first two "
+    "tokens",
+    (2, "block"): "both drafts judged as one block; from K = 2 on, later drafts can change which "
+    "two tokens a round keeps, but under an exact judge not how often each pair comes out",
 }
 
 
 def markdown(ex: Exactness, joint=None) -> str:
     """The verdict on the first token (and the first two, given ``joint.JointExactness``) under
-    the rule used, with the one sentence that says what that rule does."""
+    the rule used, with the one sentence that says what that rule does. The first token is
+    drawn one guess at a time, where the two judges are one rule; the first two are judged by
+    ``joint.judge``."""
     rule = RULES[ex.rule]
     lines = [
         TREE_RULE if ex.width > 1 else f"**{rule.label}.** {rule.why}",
@@ -158,13 +165,16 @@ def markdown(ex: Exactness, joint=None) -> str:
         lines += [
             "",
             f"**First two tokens, {joint.n:,} draws each**, rounds of K = {joint.k}{chain} "
-            f"({ROUNDS[joint.k]}; the joint p(a)·p(b | a), "
-            f"{joint.first_tokens} distinct first tokens): speculative p-value "
+            f"judged {JUDGED[joint.judge]} ({ROUNDS[joint.k, joint.judge]}; the joint "
+            f"p(a)·p(b | a), {joint.first_tokens} distinct first tokens): speculative p-value "
             f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
         ]
     failed = min(ex.p_value_speculative, joint.p_value_speculative if joint else 1.0)
-    lines += ["", verdict(ex, failed < SUSPICIOUS)]
+    lines += ["", verdict(ex, failed < SUSPICIOUS, joint)]
     return "\n".join(lines)
+
+
+JUDGED = {"token": "token by token", "block": "as a whole block"}  # ``verify.JUDGES``, as adverbs
 
 
 TREE_RULE = (
@@ -179,10 +189,12 @@ def tree_words(width: int) -> str:
     return f", trees {width} guesses wide" if width > 1 else ""
 
 
-def verdict(ex: Exactness, failed: bool) -> str:
+def verdict(ex: Exactness, failed: bool, joint=None) -> str:
     """What the check showed, for the rule used: a departure found; a false alarm of the exact
     rule; no departure of the size this N can see; or a mistake this N has too little power to
-    see. Never more than a test that failed to reject can show."""
+    see. A mistake whose first token follows p exactly (``tv_rule`` 0: the block-prefix rule,
+    which is the exact rule with one guess) is for the two-token check at K ≥ 2 alone to catch
+    (``blind_verdict``). Never more than a test that failed to reject can show."""
     kept = (
         f"The draft's first token is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
         "the rest of the time the target resamples from the residual max(0, p − q)."
@@ -199,6 +211,8 @@ def verdict(ex: Exactness, failed: bool) -> str:
         f"from p of total variation {ex.detectable_tv:.3f} or more; smaller ones it cannot see."
     )
     exact = ex.rule == EXACT.name
+    if not exact and ex.tv_rule < 1e-12:
+        return blind_verdict(ex, joint)
     if failed and not exact:
         return (
             "**The speculative draws do not follow p** (a p-value this small is far beyond "
@@ -219,6 +233,37 @@ def verdict(ex: Exactness, failed: bool) -> str:
         "**Too little power here to see this mistake: raise N or the temperature.** This rule "
         f"moves the first token {ex.tv_rule:.3f} from p in total variation, and {ex.n:,} draws "
         f"catch that with only {ex.power_rule:.0%} probability. {reach} This rule is still wrong."
+    )
+
+
+def blind_verdict(ex: Exactness, joint=None) -> str:
+    """The verdict on a mistake the first-token check cannot see: judged one guess at a time it
+    is the exact rule, so only two guesses judged together (the two-token check at K ≥ 2) can
+    show it."""
+    first = (
+        f"The first token alone looks right (p-value {pvalue(ex.p_value_speculative)}), and "
+        "proves nothing here: drawn one guess at a time, this rule is the exact rule, so the "
+        "first-token check cannot see this mistake whatever N."
+    )
+    if joint is None:
+        return f"**Not checked where it goes wrong.** {first} Run the two-token check at K ≥ 2."
+    found = pvalue(joint.p_value_speculative)
+    if joint.p_value_speculative < SUSPICIOUS:
+        return (
+            "**The speculative draws do not follow p.** The two-token check finds that the "
+            f"pairs (a, b) do not come out as often as p(a)·p(b | a) (p-value {found}, far "
+            f"beyond chance). {first} This rule changes what the model says, not only how fast."
+        )
+    if joint.k < 2:
+        return (
+            f"**Not caught at K = 1, and it cannot be.** {first} With one guess a round the "
+            "two-token check runs the exact rule too. Set K to 2 or more: two guesses judged "
+            "together are where this rule goes wrong. This rule is still wrong."
+        )
+    return (
+        f"**Not caught at this N.** {first} The two-token check, which can see it, found no "
+        f"departure this time (p-value {found}): raise N or the temperature. This rule is still "
+        "wrong."
     )
 
 

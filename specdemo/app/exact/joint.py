@@ -2,7 +2,8 @@
 
 Each draw runs the engine's rounds through ``verify.verify_many``: round one drafts from the
 prompt as a drafter does (a second draft from q(· | first draft) when K ≥ 2) and is judged
-against p; at K = 1 a kept draft earns the bonus from p(· | first). A draw whose round kept no
+against p, token by token or as a block (the judge); at K = 1 a kept draft earns the bonus from
+p(· | first). A draw whose round kept no
 draft has its second token from a fresh round drafting after its resampled first token. Draws
 are grouped by first token, so each distinct first token costs one batched position of each
 model, not one pass per draw; the exact joint is p(a) · p(b | a), from the same passes. The
@@ -47,6 +48,7 @@ class JointExactness:
     p_value_direct: float
     first_tokens: int  # distinct first tokens: batched positions each model ran
     k: int = 2  # drafts a round: 1 (a kept draft earns the bonus) or 2 (two judged)
+    judge: str = "token"  # who judged them: "token" or "block" (``verify.JUDGES``)
     shown: list[tuple[int, int]] | None = None  # the token ids of the labelled pairs
 
 
@@ -112,10 +114,10 @@ def drafts(q: torch.Tensor, row: torch.Tensor, generator, rule) -> torch.Tensor:
     return x
 
 
-def round_one(x1, tables, row, k: int, generator, rule):
+def round_one(x1, tables, row, k: int, generator, rule, judge: str = "token"):
     """Round one of draws whose first draft x1 has its p(· | x1), q(· | x1) in row `row` of
-    `tables`: the (first, second) tokens it emits, second -1 where it kept no draft (the next
-    round decides it)."""
+    `tables`, judged by `judge`: the (first, second) tokens it emits, second -1 where it kept no
+    draft (the next round decides it)."""
     p, q = tables
     prompt = torch.zeros_like(row)  # row 0: p and q after the prompt
     if k >= 2:  # a second draft from q(· | x1), judged against p(· | x1); a third token unused
@@ -123,7 +125,7 @@ def round_one(x1, tables, row, k: int, generator, rule):
         p_rows, q_rows = torch.stack([prompt, row, row], 1), torch.stack([prompt, row], 1)
     else:  # K = 1: a kept draft earns the bonus from p(· | x1)
         draft, p_rows, q_rows = x1[:, None], torch.stack([prompt, row], 1), prompt[:, None]
-    judged = verify_many(draft, p, p_rows, q, q_rows, generator, rule)
+    judged = verify_many(draft, p, p_rows, q, q_rows, generator, rule, judge)
     kept, following = judged.n_accepted, judged.next_token
     first = torch.where(kept >= 1, x1, following)
     second = torch.where(kept == 1, following, torch.full_like(following, -1))
@@ -132,12 +134,12 @@ def round_one(x1, tables, row, k: int, generator, rule):
     return first, second
 
 
-def round_two(tables, row, generator, rule):
+def round_two(tables, row, generator, rule, judge: str = "token"):
     """A fresh round after each resampled first token, whose rows are `row`: its first token."""
     p, q = tables
     x = drafts(q, row, generator, rule)
     judged = verify_many(
-        x[:, None], p, torch.stack([row, row], 1), q, row[:, None], generator, rule
+        x[:, None], p, torch.stack([row, row], 1), q, row[:, None], generator, rule, judge
     )
     return torch.where(judged.n_accepted == 1, x, judged.next_token)
 
@@ -152,10 +154,13 @@ def measure_pairs(
     rule: AcceptanceRule = EXACT,
     max_first_tokens: int | None = None,
     k: int = 2,
+    judge: str = "token",
 ) -> JointExactness:
-    """n speculative draws of the first two new tokens with K = `k` drafts a round (only the
-    first two positions can decide them, so K > 2 judges as K = 2), and n direct ones, against
-    the exact joint. Memory stays at one batch of rows whatever the number of distinct first
+    """n speculative draws of the first two new tokens with K = `k` drafts a round, judged by
+    `judge` ("token" or "block"), and n direct ones, against the exact joint. K > 2 judges as
+    K = 2: token by token only the first two positions can decide the first two tokens, and
+    under an exact judge their law does not depend on K (a block's later drafts can change which
+    two come out in one round, not how often each pair does). Memory stays at one batch of rows whatever the number of distinct first
     tokens; their count, which sets the time, is refused above `max_first_tokens` (a ZeroGPU
     call's budget) before any second-token pass, and again before the second rounds."""
     if k < 1:
@@ -181,7 +186,7 @@ def measure_pairs(
         drawn, position = index_in(x1, batch)
         if len(position):
             first["speculative"][drawn], second["speculative"][drawn] = round_one(
-                x1[drawn], tables, 1 + position, k, generator, rule
+                x1[drawn], tables, 1 + position, k, generator, rule, judge
             )
         # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
         drawn, position = index_in(direct1, batch)
@@ -205,10 +210,12 @@ def measure_pairs(
         batch = resampled[start : start + BATCH]
         drawn, position = index_in(first["speculative"][pending], batch)
         at = pending[drawn]
-        second["speculative"][at] = round_two(rows.rows(batch), 1 + position, generator, rule)
+        second["speculative"][at] = round_two(
+            rows.rows(batch), 1 + position, generator, rule, judge
+        )
     codes = {name: first[name] * vocab + second[name] for name in first}
     result = summarise(pair.tokenizer, vocab, n, codes, tested, candidates, len(firsts))
-    return replace(result, k=min(k, 2))
+    return replace(result, k=min(k, 2), judge=judge)
 
 
 def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):

@@ -46,7 +46,8 @@ class Race:
 
     @property
     def target_key(self) -> tuple:
-        """Replay key of the target alone: K, the drafter and adaptive drafting play no part."""
+        """Replay key of the target alone: K, the drafter, adaptive drafting and the judge play
+        no part."""
         config = self.config
         return config.prompt, config.system, config.sampling, config.seed, config.max_new_tokens
 
@@ -69,10 +70,11 @@ def parse_race(
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
     adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], since=0.0,
+    verify=DEFAULTS["verify"],
 ) -> Race:  # fmt: skip
     config = parse_run(
         prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
-        auto_k, tree_width,
+        auto_k, tree_width, verify,
     )  # fmt: skip
     return Race(config, tuple(encode(pair, config)), since, budget=gpu.budget_of(pair))
 
@@ -120,11 +122,11 @@ def parse_sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    tree_width=DEFAULTS["tree_width"], since=0.0,
+    tree_width=DEFAULTS["tree_width"], since=0.0, verify=DEFAULTS["verify"],
 ) -> Sweep:  # fmt: skip
     config = parse_run(
         prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
-        drafter=drafter, adaptive=adaptive, tree_width=tree_width,
+        drafter=drafter, adaptive=adaptive, tree_width=tree_width, verify=verify,
     )  # fmt: skip
     ks, temperatures = parse_grid(ks, temperatures)
     ids = tuple(encode(pair, config))
@@ -165,9 +167,10 @@ def parse_exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
     rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
+    verify=EXACT_DEFAULTS["verify"],
 ) -> ExactnessCheck:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed,
-                       tree_width=tree_width)  # fmt: skip
+                       tree_width=tree_width, verify=verify)  # fmt: skip
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
     if config.tree_width > 1 and rule != EXACT:
         raise ValueError(
@@ -198,10 +201,10 @@ class StepThrough:
 def parse_step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-    tree_width=STEP_DEFAULTS["tree_width"],
+    tree_width=STEP_DEFAULTS["tree_width"], verify=STEP_DEFAULTS["verify"],
 ) -> StepThrough:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter,
-                       tree_width=tree_width)  # fmt: skip
+                       tree_width=tree_width, verify=verify)  # fmt: skip
     if not isinstance(config.k, int):
         lo, hi = LIMITS["k"]
         raise ValueError(

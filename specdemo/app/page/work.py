@@ -89,6 +89,7 @@ def run_exactness(pair, request: ExactnessCheck, measured: dict | None = None) -
             rule,
             request.max_first_tokens,
             k,
+            config.verify,
         )
         check = exact.greedy_check(pair, config)
     return (ex, pairs, check), measured_for(pair.target, pair.draft)

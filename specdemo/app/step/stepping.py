@@ -113,6 +113,7 @@ def next_round(
         on_verdict=verdicts.append,
         stats=stats,
         tree_width=config.tree_width,
+        verify=config.verify,
     )
     with contextlib.closing(rounds):
         r = next(rounds)
