@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from specdemo.bench_report import best_fixed_vs_auto, chart, markdown
 from specdemo.busy import busy
+from specdemo.defaults import DEFAULTS
 from specdemo.draft_vocab import draft_head
 from specdemo.drafters import auto_head_rows, make_drafter
 from specdemo.engine import (
@@ -86,9 +87,10 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> Ste
     return measure_costs(pair.target, pair.draft, input_ids, ks, head)
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model", width=1):
-    """specdemo with drafter `kind`, tree width `width` and the bench's settings; returns the
-    stats and the share of wall time outside model forward passes."""
+def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model", width=1,
+             judge="token"):  # fmt: skip
+    """specdemo with drafter `kind`, tree width `width`, judge `judge` and the bench's settings;
+    returns the stats and the share of wall time outside model forward passes."""
     generator = make_generator(seed, pair.target.device)
     drafter = make_drafter(
         kind,
@@ -115,6 +117,7 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
             generator=generator,
             stats=stats,
             tree_width=width,
+            verify=judge,
         ):
             pass
     finally:
@@ -204,6 +207,10 @@ class Row:
     efficiency_tpp: float | None = None  # speedup / predicted_tpp: what the loop loses
     busy: int = 0  # busy processes running beside the cell's runs (``busy.busy``)
     mean_k: float = 0.0  # drafted tokens per target pass
+    judge: str = "token"  # who judged the drafts: "token" or "block"
+    # Drafts kept over what judging token by token keeps of the same drafts with the same
+    # uniforms, pooled over the cell's chain rounds (1.0 for the token judge).
+    judge_gain: float | None = None
 
 
 def median(values):
@@ -234,11 +241,15 @@ def bench(pair, args, progress=True) -> dict:
     head = draft_head(pair.draft, auto_head_rows(pair.draft) if head_rows == "auto" else head_rows)
     written = {name: [] for name in encoded}  # the target's own tokens (target-only generate)
 
-    # Each drafter at each tree width: "model" is the chain, "model, tree 3" its fishbone.
+    # Each drafter at each tree width and judge: "model" is the chain, "model, tree 3" its
+    # fishbone; with two judges, ", block" or ", token" names the judge.
+    judges = judges_of(args)
     methods = {
-        kind if width == 1 else f"{kind}, tree {width}": (kind, width)
+        (kind if width == 1 else f"{kind}, tree {width}")
+        + (f", {judge}" if len(judges) > 1 else ""): (kind, width, judge)
         for kind in args.drafter
         for width in getattr(args, "tree_widths", None) or [1]
+        for judge in judges
     }
     loads = getattr(args, "busy", None) or [0]
     device, wanted = pair.target.device, getattr(args, "threads", "auto")
@@ -252,7 +263,7 @@ def bench(pair, args, progress=True) -> dict:
             cells = {
                 (method, k, n): []
                 for n in loads
-                for method, (_, width) in methods.items()
+                for method, (_, width, _) in methods.items()
                 for k in ks
                 if width != "auto" or k == "auto"
             }
@@ -272,7 +283,7 @@ def bench(pair, args, progress=True) -> dict:
             for n in loads:
                 plains.append(plain_row(set_name, temp, plain[n], n, threads_used[n]))
             for (kind, k, n), runs in cells.items():
-                rows.append(row(set_name, temp, kind, k, runs, costs, n))
+                rows.append(row(set_name, temp, kind, k, runs, costs, n, methods[kind][2]))
     bar.close()
     return {
         "machine": machine(pair.target.device),
@@ -287,6 +298,7 @@ def bench(pair, args, progress=True) -> dict:
             "adaptive": args.adaptive,
             "drafters": args.drafter,
             "tree_widths": getattr(args, "tree_widths", None) or [1],
+            "verify": judges,
             "busy": loads,
         },
         "step_costs": asdict(costs),
@@ -298,6 +310,13 @@ def bench(pair, args, progress=True) -> dict:
         "plain_loop": plains,
         "rows": [asdict(r) for r in rows],
     }
+
+
+def judges_of(args) -> list[str]:
+    """The bench's judges, in order, each once (--verify token,block or token block)."""
+    given = getattr(args, "verify", None) or [[DEFAULTS["verify"]]]
+    names = [name for group in given for name in ([group] if isinstance(group, str) else group)]
+    return list(dict.fromkeys(names))
 
 
 def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, cells, plain):
@@ -312,11 +331,11 @@ def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, c
         if not args.no_peer:
             n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
             peer = n_p / t_p
-        for method, (kind, width) in methods.items():
+        for method, (kind, width, judge) in methods.items():
             if (method, k, n) not in cells:
                 continue
             stats, overhead = run_ours(
-                pair, ids, k, sampling, max_new_tokens, seed, args, kind, width
+                pair, ids, k, sampling, max_new_tokens, seed, args, kind, width, judge
             )
             cells[method, k, n].append((base, peer, stats, overhead))
     return tokens
@@ -336,12 +355,17 @@ def plain_row(set_name: str, temp: float, runs: list, n: int = 0, threads=()) ->
     }
 
 
-def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, n: int = 0) -> Row:
-    """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead)."""
+def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, n: int = 0,
+        judge: str = "token") -> Row:  # fmt: skip
+    """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead); `kind`
+    names the method ("model", "lookup, tree 2", "model, block"), its drafter first."""
+    drafter = kind.split(",")[0]
+    kept = sum(s.chain_kept for _, _, s, _ in runs)
+    token_kept = sum(s.token_kept for _, _, s, _ in runs)
     alpha = median([s.alpha for _, _, s, _ in runs])
     speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
     tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
-    if kind == "lookup":  # a prompt-lookup draft costs no model step
+    if drafter == "lookup":  # a prompt-lookup draft costs no model step
         costs = dataclasses.replace(costs, t_draft=0.0)
     cell = Row(
         prompt_set=set_name,
@@ -362,8 +386,10 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
         bookkeeping=median([s.bookkeeping_share for _, _, s, _ in runs]),
         busy=n,
         mean_k=median([s.drafted / s.rounds if s.rounds else 0.0 for _, _, s, _ in runs]),
+        judge=judge,
+        judge_gain=kept / token_kept if token_kept else None,
     )
-    if k == "auto" or kind == "hybrid":  # k or the draft's cost changes from round to round
+    if k == "auto" or drafter == "hybrid":  # k or the draft's cost changes from round to round
         return cell
     predicted, predicted_tpp = costs.speedup(min(alpha, 1.0), k), costs.speedup_at(tpp, k)
     return dataclasses.replace(

@@ -39,6 +39,36 @@ def best_fixed_vs_auto(result: dict) -> list[dict]:
     return summary
 
 
+def block_vs_token(result: dict) -> list[dict]:
+    """A run with ``--verify token,block``: per prompt set, temperature, K, drafter and load,
+    the block judge's tokens per target pass and speedup over the token judge's on the same
+    prompts and seeds, and the drafts it kept over what token by token keeps of the same drafts
+    with the same uniforms (its own rounds, so the ratio carries no drafting noise)."""
+    cells = {}
+    for r in result["rows"]:
+        name = r["drafter"].removesuffix(f", {r.get('judge', 'token')}")
+        key = (r["prompt_set"], r["temperature"], name, r.get("busy", 0), r["k"])
+        cells.setdefault(key, {})[r.get("judge", "token")] = r
+    out = []
+    for (set_name, temp, name, n, k), judged in cells.items():
+        block, token = judged.get("block"), judged.get("token")
+        if block is None or token is None:
+            continue
+        out.append({
+            "prompt_set": set_name,
+            "temperature": temp,
+            "drafter": name,
+            "busy": n,
+            "k": k,
+            "tpp_token": token["tokens_per_pass"],
+            "tpp_block": block["tokens_per_pass"],
+            "tpp_ratio": block["tokens_per_pass"] / token["tokens_per_pass"],
+            "speedup_ratio": block["speedup"] / token["speedup"],
+            "kept_vs_token_same_drafts": block.get("judge_gain"),
+        })  # fmt: skip
+    return out
+
+
 def busy_markdown(result: dict) -> str:
     """A run with ``--busy``: per prompt set, T and number of busy processes, target-only
     `generate`'s tok/s, every fixed K's speedup over it and automatic K's (with its drafted
@@ -97,6 +127,10 @@ def markdown(result: dict) -> str:
         lines += ["", *table(summary, list(summary[0]))]
         if any(s["busy"] for s in summary):  # a run with --busy: each load side by side
             lines += ["", busy_markdown(result).strip()]
+    judges = block_vs_token(result)
+    if judges:
+        lines += ["", "The whole block against token by token, same prompts and seeds:", ""]
+        lines += table(judges, list(judges[0]))
     if result.get("plain_loop"):
         lines += ["", "The engine's plain target loop against target-only generate:", ""]
         lines += table(result["plain_loop"], list(result["plain_loop"][0]))

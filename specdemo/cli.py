@@ -11,6 +11,7 @@ from pathlib import Path
 
 from specdemo.defaults import DEFAULTS, default_drafter
 from specdemo.models.pairs import DEVICES, PRECISIONS
+from specdemo.verify import JUDGES
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +91,7 @@ def cmd_generate(args) -> int:
         generator=generator,
         stats=stats,
         tree_width=args.tree_width,
+        verify=args.verify,
     )
     with fitted(pair.target.device):  # the cores other processes leave free, as in the app
         for r in rounds:
@@ -119,9 +121,12 @@ def cmd_generate(args) -> int:
 def summary(s) -> str:
     """One line of a run's Stats: throughput, acceptance, passes and the measured step times."""
     verify = ", ".join(f"k={k}: {1000 * t:.0f} ms" for k, t in s.t_verify.items())
+    judged = f"judged {JUDGES[s.verify]}"
+    if s.verify == "block" and s.judge_gain is not None:
+        judged += f" (kept {s.judge_gain:.2f}x what token by token keeps of the same drafts)"
     return (
         f"{s.new_tokens} tokens in {s.wall_time:.2f} s ({s.tokens_per_s:.1f} tok/s) | "
-        f"α {s.alpha:.2f}, kept/drafted {s.kept_rate:.2f} | "
+        f"{judged} | α {s.alpha:.2f}, kept/drafted {s.kept_rate:.2f} | "
         f"{s.tokens_per_pass:.2f} tokens per target pass | "
         f"{s.rounds} target passes, {s.draft_passes} draft passes | "
         f"draft step {1000 * s.t_draft:.0f} ms, verify {verify}"
@@ -218,6 +223,14 @@ def add_bench_args(parser) -> None:
         "chosen with automatic K, which it needs)",
     )
     parser.add_argument(
+        "--verify",
+        type=judge_names,
+        nargs="+",
+        default=[[DEFAULTS["verify"]]],
+        help="the judges to run side by side on the same prompts and seeds: token, block, or "
+        "both (token,block or token block)",
+    )
+    parser.add_argument(
         "--busy",
         type=busy_count,
         nargs="+",
@@ -242,6 +255,15 @@ def busy_count(text: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"the number of busy processes must be >= 0, got {n}")
     return n
+
+
+def judge_names(text: str) -> list[str]:
+    """A --verify value of the bench: judges by name, comma-separated."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    bad = [name for name in names if name not in JUDGES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"judges are {' and '.join(JUDGES)}, got {text!r}")
+    return names
 
 
 def thread_count(text: str) -> int | str:
@@ -293,6 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="guesses tried per position (1: a chain; more: siblings drawn from the draft's q; "
         '"auto", with --k auto: the width that pays, round by round)',
+    )
+    gen.add_argument(
+        "--verify",
+        choices=list(JUDGES),
+        default=DEFAULTS["verify"],
+        help="the judge: token (each draft on its own, stopping at the first rejection) or "
+        "block (the drafts as one block: keeps as many or more, still exact; a tree is judged "
+        "by traversal)",
     )
     gen.add_argument("--json", action="store_true", help="print one JSON object")
     add_model_args(gen)

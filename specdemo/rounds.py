@@ -84,9 +84,9 @@ class Round:
             judge=getattr(verdict, "judge", "token"),
             weights=list(getattr(verdict, "weights", [])),
             stop_chance=list(getattr(verdict, "stop_chance", [])),
-            token_kept=None if tree is not None else (
-                verdict.n_accepted if verdict.token_kept is None else verdict.token_kept
-            ),
+            token_kept=None
+            if tree is not None
+            else (verdict.n_accepted if verdict.token_kept is None else verdict.token_kept),
         )
 
     @property

@@ -356,7 +356,9 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
         next_token=token,
         p_x=chain_p,
         q_x=chain_q,
-        accept_prob=[min(1.0, a / b) if b > 0 else 1.0 for a, b in zip(chain_p, chain_q, strict=True)],
+        accept_prob=[
+            min(1.0, a / b) if b > 0 else 1.0 for a, b in zip(chain_p, chain_q, strict=True)
+        ],
         u=[u[chain_visit[d]] for d in range(1, k + 1)],
         next_dist=then,
         sibling=tree.siblings[kept.depth - 1][kept.child - 1] if kept.child else None,

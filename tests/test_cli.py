@@ -35,6 +35,19 @@ def test_generate_verifies_token_trees(capsys):
     assert stats["new_tokens"] == 48 and stats["siblings_kept"] > 0
 
 
+def test_generate_judges_the_whole_block_and_says_so(capsys):
+    """--verify block at T = 1, K = 4: the rounds are judged as blocks, and the summary names the
+    judge and what token by token would have kept of the same drafts."""
+    flags = ["--temperature", "1", "--k", "4", "--max-new-tokens", "32", "--verify", "block"]
+    assert cli.main(["generate", "def f():", "--json", *flags, *TINY]) == 0
+    stats = json.loads(capsys.readouterr().out)["stats"]
+    assert stats["verify"] == "block" and stats["token_rounds"] == stats["rounds"]
+    assert stats["judge_gain"] > 0
+    assert cli.main(["generate", "def f():", *flags, *TINY]) == 0
+    err = capsys.readouterr().err
+    assert "judged the whole block (kept" in err and "what token by token keeps" in err
+
+
 def test_generate_json_says_which_4bit_kernel_runs_and_why(capsys):
     four_bit = ["--pair", "tiny", "--precision", "4bit", "--device", "cpu"]
     assert cli.main(["generate", "def f():", "--max-new-tokens", "4", "--json", *four_bit]) == 0
@@ -160,6 +173,7 @@ def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path
     [
         (["--busy", "-1"], "busy processes must be >= 0"),
         (["--threads", "0"], "threads must be >= 1"),
+        (["--verify", "token,whole"], "judges are token and block"),
     ],
 )
 def test_bad_load_settings_are_refused_before_any_model_loads(capsys, flags, message):
@@ -181,3 +195,24 @@ def test_bench_runs_each_drafter_at_each_tree_width(tmp_path):
     rows = {r["drafter"]: r for r in result["rows"]}
     assert set(rows) == {"model", "model, tree 3"}
     assert all(r["tokens_per_pass"] >= 1 for r in rows.values())
+
+
+def test_bench_runs_both_judges_on_the_same_prompts_and_seeds(tmp_path):
+    out = tmp_path / "bench"
+    code = cli.main(
+        ["bench", *TINY, "--ks", "3", "--temperatures", "1", "--sets", "code", "--per-set", "1",
+         "--max-new-tokens", "16", "--drafter", "model", "--verify", "token,block", "--no-peer",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    result = json.loads((out / "bench.json").read_text())
+    assert result["settings"]["verify"] == ["token", "block"]
+    rows = {r["drafter"]: r for r in result["rows"]}
+    assert set(rows) == {"model, token", "model, block"}
+    assert rows["model, token"]["judge_gain"] == 1.0
+    (compared,) = bench_report.block_vs_token(result)
+    assert compared["drafter"] == "model" and compared["k"] == 3
+    assert compared["tpp_ratio"] == pytest.approx(
+        rows["model, block"]["tokens_per_pass"] / rows["model, token"]["tokens_per_pass"]
+    )
+    assert "The whole block against token by token" in (out / "bench.md").read_text()
