@@ -814,7 +814,42 @@ def room_races() -> str:
     return table(header, rows)
 
 
+def block_bench() -> str:
+    """The whole block against token by token, cell by cell (block.json)."""
+    cells = bench_report.block_vs_token(load("block.json"))
+    rows = [[c["prompt_set"], temp(c["temperature"]), c["k"], f"{c['tpp_token']:.2f}",
+             f"{c['tpp_block']:.2f}", x(c["tpp_ratio"]), x(c["speedup_ratio"]),
+             x(c["kept_vs_token_same_drafts"]) if c["kept_vs_token_same_drafts"] else "—"]
+            for c in cells]  # fmt: skip
+    header = ["set", "T", "K", "tokens/pass, token by token", "tokens/pass, block",
+              "block / token", "wall clock, block / token",
+              "drafts kept / token by token's on the same drafts"]  # fmt: skip
+    return table(header, rows)
+
+
+def block_targets() -> str:
+    """The judge's targets read off block.json: tokens per pass at K 3-5, T 0.7-1, per set
+    (lowest cell), at K >= 4, and automatic K's wall clock, block over token by token."""
+    cells = bench_report.block_vs_token(load("block.json"))
+    rows = []
+    for name in dict.fromkeys(c["prompt_set"] for c in cells):
+        fixed = [c for c in cells if c["prompt_set"] == name and c["k"] != "auto"]
+        deep = [c for c in fixed if c["k"] >= 4]
+        auto = [c for c in cells if c["prompt_set"] == name and c["k"] == "auto"]
+        low = min(fixed, key=lambda c: c["tpp_ratio"])
+        rows.append([name, f"{x(low['tpp_ratio'])} (K {low['k']}, T {temp(low['temperature'])})",
+                     xs(c["tpp_ratio"] for c in deep),
+                     xs(c["kept_vs_token_same_drafts"] for c in fixed),
+                     xs(c["speedup_ratio"] for c in auto)])  # fmt: skip
+    header = ["set", "tokens/pass, block / token, lowest cell", "the same at K ≥ 4",
+              "drafts kept / token by token's on the same drafts",
+              "automatic K, wall clock block / token"]  # fmt: skip
+    return table(header, rows)
+
+
 TABLES = {
+    "block-bench": block_bench,
+    "block-targets": block_targets,
     "busy-bench": busy_bench,
     "busy-targets": busy_targets,
     "threads-steps": threads_steps,

@@ -139,9 +139,11 @@ def block_chances(p, p_rows, q, q_rows, p_x, q_x) -> tuple[torch.Tensor, torch.T
     log_w = running_weights(p_x, q_x)
     if k == 1:
         return log_w, stopping_chances(log_w, log_w.new_zeros((batch, 0)))
-    keys = torch.stack([p_rows[:, 1:k].double(), q_rows[:, 1:k].double(), log_w[:, :-1]], -1).view(
-        -1, 3
-    )
+    rows_p, rows_q, weights = p_rows[:, 1:k], q_rows[:, 1:k], log_w[:, :-1]
+    if batch == 1:  # the engine's round: k - 1 rows at once, no host sync
+        masses = residual_mass(p[rows_p[0]], q[rows_q[0]], torch.exp(weights[0]))
+        return log_w, stopping_chances(log_w, masses[None])
+    keys = torch.stack([rows_p.double(), rows_q.double(), weights], -1).view(-1, 3)
     unique, where = torch.unique(keys, dim=0, return_inverse=True)
     masses = torch.cat([
         residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2]))
@@ -184,19 +186,14 @@ def verify_many(
     u = torch.rand((batch, k), generator=generator, dtype=torch.float64, device=p.device)
     rejected = torch.cat([u >= accept_prob, u.new_ones(batch, 1, dtype=torch.bool)], 1)
     token_kept = rejected.int().argmax(1)  # first rejection, or k when all pass (the sentinel)
-    n, w_at, log_w, h = (
-        token_kept,
-        torch.ones(batch, dtype=torch.float64, device=p.device),
-        None,
-        None,
-    )
+    n, log_w, h = token_kept, None, None
+    w_at = torch.ones(batch, dtype=torch.float64, device=p.device)  # the residual's weight
     if (judge == "block" or rule.block_prefix) and k:
         log_w, h = block_chances(p, p_rows, q, q_rows, p_x, q_x)
         n = block_tau(u, h, log_w, p_x, q_x, rule)
         if not rule.block_prefix:  # the mistake draws from the token-wise residual (w = 1)
-            w_at = torch.exp(torch.cat([log_w.new_zeros(batch, 1), log_w], 1)).gather(
-                1, n[:, None]
-            )[:, 0]
+            log_w_at = torch.cat([log_w.new_zeros(batch, 1), log_w], 1).gather(1, n[:, None])
+            w_at = torch.exp(log_w_at[:, 0])
     p_at, q_at = p_rows.gather(1, n[:, None])[:, 0], q_rows.gather(1, n[:, None])[:, 0]  # (B,)
     common = dict(p_x=p_x, q_x=q_x, accept_prob=accept_prob, u=u, token_kept=token_kept,
                   weights=None if log_w is None else torch.exp(log_w), stop_chance=h)  # fmt: skip
