@@ -211,6 +211,9 @@ class Row:
     # Drafts kept over what judging token by token keeps of the same drafts with the same
     # uniforms, pooled over the cell's chain rounds (1.0 for the token judge).
     judge_gain: float | None = None
+    # Block rounds only: tokens a pass the block gives over token by token's on the same drafts,
+    # each on average over its uniforms, pooled over the cell's rounds (``Stats.expected_gain``).
+    expected_gain: float | None = None
 
 
 def median(values):
@@ -319,6 +322,15 @@ def judges_of(args) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def pooled_expected_gain(stats: list) -> float | None:
+    """``Stats.expected_gain`` over several runs' rounds pooled; None without block rounds."""
+    rounds = sum(s.expected_rounds for s in stats)
+    if not rounds:
+        return None
+    block, token = (sum(getattr(s, f"expected_{j}") for s in stats) for j in ("block", "token"))
+    return (rounds + block) / (rounds + token)
+
+
 def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, cells, plain):
     """One prompt's runs under one load, interleaved: target-only generate, the engine's plain
     loop, and for each k the peer and each method; appends to `cells` (keyed (method, k, n))
@@ -388,6 +400,7 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
         mean_k=median([s.drafted / s.rounds if s.rounds else 0.0 for _, _, s, _ in runs]),
         judge=judge,
         judge_gain=kept / token_kept if token_kept else None,
+        expected_gain=pooled_expected_gain([s for _, _, s, _ in runs]),
     )
     if k == "auto" or drafter == "hybrid":  # k or the draft's cost changes from round to round
         return cell

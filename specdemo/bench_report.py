@@ -65,6 +65,7 @@ def block_vs_token(result: dict) -> list[dict]:
             "tpp_ratio": block["tokens_per_pass"] / token["tokens_per_pass"],
             "speedup_ratio": block["speedup"] / token["speedup"],
             "kept_vs_token_same_drafts": block.get("judge_gain"),
+            "tpp_expected_same_drafts": block.get("expected_gain"),
         })  # fmt: skip
     return out
 

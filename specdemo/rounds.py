@@ -47,6 +47,9 @@ class Round:
     # What judging token by token would have kept of the same drafts with the same uniforms
     # (a chain round; None for a tree judged as a block).
     token_kept: int | None = None
+    # Judged as a block: the drafts each judge keeps of these drafts on average over the
+    # uniforms, (token by token, the whole block) (``verify.expected_kept``).
+    expected_kept: tuple[float, float] | None = None
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
@@ -82,6 +85,7 @@ class Round:
             width=tree.width if tree is not None else 1,
             siblings=tuple(map(tuple, tree.siblings)) if tree is not None else (),
             judge=getattr(verdict, "judge", "token"),
+            expected_kept=getattr(verdict, "expected_kept", None),
             weights=list(getattr(verdict, "weights", [])),
             stop_chance=list(getattr(verdict, "stop_chance", [])),
             token_kept=None
@@ -135,6 +139,11 @@ class Stats:
     token_kept: int = 0
     token_rounds: int = 0
     chain_kept: int = 0  # drafts kept in those same rounds
+    # Rounds judged as a block, and the drafts each judge keeps of their drafts on average
+    # (``Round.expected_kept``): the judges compared on the same drafts, without sampling noise.
+    expected_rounds: int = 0
+    expected_token: float = 0.0
+    expected_block: float = 0.0
     tree_rounds: int = 0  # rounds verified as a tree (width > 1)
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
@@ -167,6 +176,17 @@ class Stats:
         """Drafts the judge kept over what judging token by token keeps of the same drafts with
         the same uniforms, over the chain rounds (1 for the token judge); None before any."""
         return self.chain_kept / self.token_kept if self.token_kept else None
+
+    @property
+    def expected_gain(self) -> float | None:
+        """Tokens a pass the block judge gives over what token by token gives on the same
+        drafts, both on average over the uniforms: (rounds + block's expected kept) over
+        (rounds + token by token's), over the rounds judged as a block; None before any."""
+        if not self.expected_rounds:
+            return None
+        return (self.expected_rounds + self.expected_block) / (
+            self.expected_rounds + self.expected_token
+        )
 
     @property
     def tokens_per_pass(self) -> float:
@@ -217,6 +237,10 @@ class Stats:
         self.accepted += r.n_accepted
         self.rejected += r.n_accepted < r.k
         self.siblings_kept += r.sibling is not None
+        if r.expected_kept is not None:
+            self.expected_rounds += 1
+            self.expected_token += r.expected_kept[0]
+            self.expected_block += r.expected_kept[1]
         if r.token_kept is not None:
             self.token_kept += r.token_kept
             self.token_rounds += 1
@@ -243,6 +267,7 @@ class Stats:
             t_verify=self.t_verify,
             c=self.c,
             judge_gain=self.judge_gain,
+            expected_gain=self.expected_gain,
         )
         return d
 

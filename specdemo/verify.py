@@ -74,6 +74,9 @@ class Verdict:
     stop_chance: list[float] = field(default_factory=list)
     # What judging token by token keeps of the same drafts with the same uniforms.
     token_kept: int | None = None
+    # Judged as a block: the drafts each judge keeps of these drafts on average over the
+    # uniforms, (token by token, the whole block): sum_i a_1..a_i and sum_i P(kept >= i).
+    expected_kept: tuple[float, float] | None = None
 
     @property
     def k(self) -> int:
@@ -102,6 +105,17 @@ class Judged:
     weights: torch.Tensor | None = None
     stop_chance: torch.Tensor | None = None
     token_kept: torch.Tensor | None = None
+    expected_kept: torch.Tensor | None = None  # (B, 2): token by token's, the block's
+
+
+def expected_kept(accept_prob: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """(B, 2) the drafts each judge keeps of the same (B, k) drafts on average over its
+    uniforms: token by token, sum over i of a_1 ... a_i; as a block, sum over i of
+    P(kept >= i) = 1 - (1 - h_i) ... (1 - h_k). Both from the same rows, so their ratio over
+    many rounds compares the judges without the noise of which drafts each run drew."""
+    token = accept_prob.cumprod(1).sum(1)
+    survive = torch.flip(torch.cumprod(torch.flip(1 - h, [1]), 1), [1])  # prod_(j >= i) (1 - h_j)
+    return torch.stack([token, (1 - survive).sum(1)], 1)
 
 
 def running_weights(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
@@ -196,7 +210,8 @@ def verify_many(
             w_at = torch.exp(log_w_at[:, 0])
     p_at, q_at = p_rows.gather(1, n[:, None])[:, 0], q_rows.gather(1, n[:, None])[:, 0]  # (B,)
     common = dict(p_x=p_x, q_x=q_x, accept_prob=accept_prob, u=u, token_kept=token_kept,
-                  weights=None if log_w is None else torch.exp(log_w), stop_chance=h)  # fmt: skip
+                  weights=None if log_w is None else torch.exp(log_w), stop_chance=h,
+                  expected_kept=None if h is None else expected_kept(accept_prob, h))  # fmt: skip
     if batch == 1:  # the engine's round: no grouping, so no host sync before the verdict
         next_dist = residual(p[p_at[0]], q[q_at[0]], rule, w_at[0])
         next_token = sample(next_dist[None], generator)
@@ -262,10 +277,11 @@ def verify(
     parts = (valid, judged.n_accepted, judged.next_token, judged.token_kept, judged.p_x)
     parts += (judged.q_x, judged.accept_prob, judged.u)
     if judge == "block":
-        parts += (judged.weights, judged.stop_chance)
+        parts += (judged.weights, judged.stop_chance, judged.expected_kept)
     host = torch.cat([t.double().view(-1) for t in parts]).tolist()
     if not host[0]:
         raise ValueError("verify: a probability row of p or q was all zero or not finite")
+    expected = tuple(host[-2:]) if judge == "block" else None
     rows = [host[4 + i * k : 4 + (i + 1) * k] for i in range((len(host) - 4) // k)]
     return Verdict(
         n_accepted=int(host[1]),
@@ -281,6 +297,7 @@ def verify(
         weights=rows[4] if judge == "block" else [],
         stop_chance=rows[5] if judge == "block" else [],
         token_kept=int(host[3]),
+        expected_kept=expected,
     )
 
 

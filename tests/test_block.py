@@ -386,6 +386,21 @@ def test_verify_many_draws_the_block_law(tab):
     assert chi2_pvalue(drawn_pairs(p, q, RULES["block-prefix"], n, seed=1), exact) < 1e-4
 
 
+@pytest.mark.parametrize(
+    "tab, token_kept, block_kept",
+    [(TABLE_A, F(52, 45), F(49, 40)), (TABLE_B, F(77, 75), F(53, 50))],
+)
+def test_each_judges_expected_kept_on_the_same_drafts(tab, token_kept, block_kept):
+    """``verify.expected_kept``, which the bench pools to compare the judges on the same drafts,
+    averaged over every draft with its probability: the enumerated means."""
+    p, q = tab
+    drafts, p_table, p_rows, q_table, mass = tables_for(p, q, 2)
+    judged = verify_many(drafts, p_table, p_rows, q_table, p_rows[:, :2], judge="block")
+    weights = torch.tensor([float(m) for m in mass], dtype=torch.float64)
+    means = (weights[:, None] * judged.expected_kept).sum(0).tolist()
+    assert means == pytest.approx([float(token_kept), float(block_kept)], abs=1e-12)
+
+
 def test_one_hot_and_greedy_drafts_are_judged_token_by_token():
     p = torch.tensor([[0.5, 0.3, 0.2]] * 3)
     draft = torch.tensor([0, 1])
