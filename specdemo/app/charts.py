@@ -215,18 +215,22 @@ def exactness_chart(
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
     """One round: q(x), p(x), min(1, p/q) and u per draft position (``microscope`` zooms in on
-    the position where the round ended)."""
+    the position where the round ended). Judged as a block, the running weight w and the
+    stopping chance h that u is compared with instead of min(1, p/q), and every guess's u."""
     if not r.k:
         return placeholder("No guesses this round: the target's token came from p", 300)
     # Position numbers keep repeated tokens apart on a categorical axis.
     drafts = [f"{i + 1}: {text}" for i, text in enumerate(labels(r.draft))]
-    checked = min(r.n_accepted + 1, r.k)
+    block = r.judge == "block"
+    checked = r.k if block else min(r.n_accepted + 1, r.k)  # a block draws and reads every u
+    bars = [("q(x) draft", r.q_x, "#9ca3af", "."), ("p(x) target", r.p_x, "#374151", "")]
+    if block:
+        bars += [("w: running weight", r.weights, "#6b7280", "x"),
+                 ("h: chance to stop here", r.stop_chance, COLORS["accepted"], "/")]  # fmt: skip
+    else:
+        bars += [("min(1, p/q)", r.accept_prob, COLORS["accepted"], "/")]
     fig = go.Figure()
-    for name, values, color, shape in (
-        ("q(x) draft", r.q_x, "#9ca3af", "."),
-        ("p(x) target", r.p_x, "#374151", ""),
-        ("min(1, p/q)", r.accept_prob, COLORS["accepted"], "/"),
-    ):
+    for name, values, color, shape in bars:
         fig.add_trace(go.Bar(x=drafts, y=values, name=name, marker_color=color,
                              marker_pattern_shape=shape))  # fmt: skip
     fig.add_trace(
@@ -239,6 +243,8 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         )
     )
     fig.update_yaxes(range=[0, 1.05])
-    fig = layout(fig, "Each guess: q, p, keep-chance and u", height=400)
+    title = "Each guess: q, p, weight w, stop chance h and u" if block else (
+        "Each guess: q, p, keep-chance and u")  # fmt: skip
+    fig = layout(fig, title, height=400)
     fig.update_layout(barmode="group")
     return fig

@@ -32,7 +32,7 @@ class RunConfig:
     drafter: str = DEFAULTS["drafter"]
     adaptive: bool = DEFAULTS["adaptive"]
     tree_width: int = DEFAULTS["tree_width"]  # 1: a chain; more: a fishbone of siblings
-    verify: str = DEFAULTS["verify"]  # the judge: "token" (token by token) or "block"
+    judge: str = DEFAULTS["verify"]  # who judges the guesses: "token" or "block"
 
     def __post_init__(self):
         if not self.prompt.strip():
@@ -49,9 +49,9 @@ class RunConfig:
         if not isinstance(self.drafter, str) or self.drafter not in DRAFTERS:
             raise ValueError(f"Drafter must be one of {', '.join(DRAFTERS)}; got {self.drafter!r}.")
         _check_range("Tree width", self.tree_width, *LIMITS["tree_width"])
-        if not isinstance(self.verify, str) or self.verify not in JUDGES:
+        if not isinstance(self.judge, str) or self.judge not in JUDGES:
             judges = ", ".join(f'"{name}" ({label})' for name, label in JUDGES.items())
-            raise ValueError(f"Judge must be one of {judges}; got {self.verify!r}.")
+            raise ValueError(f"Judge must be one of {judges}; got {self.judge!r}.")
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -78,7 +78,7 @@ def parse_run(
     adaptive=DEFAULTS["adaptive"],
     auto_k=False,
     tree_width=DEFAULTS["tree_width"],
-    verify=DEFAULTS["verify"],
+    judge=DEFAULTS["verify"],
 ) -> RunConfig:
     """Raw widget values (or anything an API caller sends) -> RunConfig, or a clear ValueError.
 
@@ -99,7 +99,7 @@ def parse_run(
         drafter=drafter,
         adaptive=adaptive,
         tree_width=_number("Tree width", tree_width, integer=True),
-        verify=verify,
+        judge=judge,
     )
 
 

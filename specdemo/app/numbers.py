@@ -11,7 +11,7 @@ MAX_DIGITS = 9  # the most significant digits spent telling a probability below 
 def prob(x: float) -> str:
     """A probability in 3 significant digits: 0.912, 0.0421, 2.13e-4, 0 and 1."""
     if x == 0 or x == 1:
-        return f"{x:g}"
+        return f"{abs(x):g}"  # -0.0 (a residual's max(0, ·) times a mask) reads "0"
     if 0 < x < SCIENTIFIC_BELOW:
         mantissa, exponent = f"{x:.2e}".split("e")
         return f"{float(mantissa):g}e{int(exponent)}"

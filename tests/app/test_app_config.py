@@ -14,6 +14,7 @@ from specdemo.drafters import make_drafter
 from specdemo.models import build_tiny_tokenizer
 from specdemo.sampling import SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS
+from specdemo.verify import JUDGES, check_judge
 
 VALID = {
     "prompt": PROMPT,
@@ -28,6 +29,7 @@ VALID = {
     "adaptive": False,
     "auto_k": False,
     "tree_width": 1,
+    "judge": "token",
 }
 BAD_INPUT = [
     ({"prompt": ""}, "prompt is empty"),
@@ -64,6 +66,8 @@ BAD_INPUT = [
     ({"tree_width": 0}, "Tree width must be between 1 and 4"),
     ({"tree_width": 5}, "Tree width must be between 1 and 4"),
     ({"tree_width": 1.5}, "Tree width must be a whole number"),
+    ({"judge": "tokens"}, 'Judge must be one of "token" \\(token by token\\), "block"'),
+    ({"judge": None}, "Judge must be one of .*; got None"),
 ]
 
 
@@ -94,7 +98,15 @@ def test_widget_defaults_are_the_library_defaults_in_widget_form():
         LIBRARY_DEFAULTS["drafter"],
         LIBRARY_DEFAULTS["adaptive"],
     )
+    assert config.judge == LIBRARY_DEFAULTS["verify"]
     assert parse_samples(DEFAULTS["n"]) == DEFAULTS["n"]
+
+
+def test_every_judge_the_app_offers_is_one_the_engine_takes():
+    """The Judge control's two values, labelled as the engine names them (``verify.JUDGES``)."""
+    assert JUDGES == {"token": "token by token", "block": "the whole block"}
+    for name in JUDGES:
+        assert parse_run(PROMPT, judge=name).judge == check_judge(name) == name
 
 
 def test_every_drafter_the_app_offers_is_one_the_library_makes():

@@ -22,7 +22,8 @@ def rule_distribution(p: torch.Tensor, q: torch.Tensor, rule: AcceptanceRule) ->
     """The first token's exact distribution under `rule`, with target p and draft q (each (vocab,),
     summing to 1): p for the exact rule; q when every draft is kept; min(p, q) plus the rejected
     mass spread as p when rejections resample from p; the draft's argmax kept with
-    min(1, p/q), else the residual, when the draft proposes greedily."""
+    min(1, p/q), else the residual, when the draft proposes greedily; p under the block-prefix
+    mistake, which is the exact rule for a first token drawn one guess at a time."""
     residual = (p - q).clamp_min(0)
     residual = residual / residual.sum() if residual.sum() > 0 else p
     if rule.accept_all:

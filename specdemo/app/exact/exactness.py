@@ -136,8 +136,7 @@ def measure(
 
 ROUNDS = {  # how the first two tokens of a draw come out, by K and judge (``joint.measure_pairs``)
     (1, "token"): "a kept draft earns the bonus from p",
-    (1, "block"): "a kept draft earns the bonus from p; a block of one guess is judged as token "
-    "by token judges it",
+    (1, "block"): "a kept draft earns the bonus from p; with one guess the two judges are one rule",
     (2, "token"): "both drafts judged; from K = 2 on, later drafts cannot change the first two "
     "tokens",
     (2, "block"): "both drafts judged as one block; from K = 2 on, later drafts can change which "

@@ -3,11 +3,11 @@
 Each draw runs the engine's rounds through ``verify.verify_many``: round one drafts from the
 prompt as a drafter does (a second draft from q(· | first draft) when K ≥ 2) and is judged
 against p, token by token or as a block (the judge); at K = 1 a kept draft earns the bonus from
-p(· | first). A draw whose round kept no
-draft has its second token from a fresh round drafting after its resampled first token. Draws
-are grouped by first token, so each distinct first token costs one batched position of each
-model, not one pass per draw; the exact joint is p(a) · p(b | a), from the same passes. The
-draft's q comes from the head the drafter ships (``drafters.drafter_head``).
+p(· | first). A draw whose round kept no draft has its second token from a fresh round drafting
+after its resampled first token. Draws are grouped by first token, so each distinct first token
+costs one batched position of each model, not one pass per draw; the exact joint is
+p(a) · p(b | a), from the same passes. The draft's q comes from the head the drafter ships
+(``drafters.drafter_head``).
 """
 
 import copy
@@ -160,9 +160,10 @@ def measure_pairs(
     `judge` ("token" or "block"), and n direct ones, against the exact joint. K > 2 judges as
     K = 2: token by token only the first two positions can decide the first two tokens, and
     under an exact judge their law does not depend on K (a block's later drafts can change which
-    two come out in one round, not how often each pair does). Memory stays at one batch of rows whatever the number of distinct first
-    tokens; their count, which sets the time, is refused above `max_first_tokens` (a ZeroGPU
-    call's budget) before any second-token pass, and again before the second rounds."""
+    two come out in one round, not how often each pair does). Memory stays at one batch of rows
+    whatever the number of distinct first tokens; their count, which sets the time, is refused
+    above `max_first_tokens` (a ZeroGPU call's budget) before any second-token pass, and again
+    before the second rounds."""
     if k < 1:
         raise ValueError("the two-token check needs K >= 1 drafts a round")
     rows = Rows(pair, ids, sampling)

@@ -1,12 +1,14 @@
 """The race told in words: the side-by-side table of a speculative run and the target alone, and
-the notes under it (whether their tokens agree, and which run was replayed from an earlier
-measurement).
+the notes under it (whether their tokens agree, what the judge kept beside what token by token
+would have kept, and which run was replayed from an earlier measurement).
 """
 
 import time
 
 from specdemo.app.config import RunConfig
 from specdemo.app.generate.race import SpecRun, TargetRun
+from specdemo.rounds import Stats
+from specdemo.verify import JUDGES
 
 SAME_DISTRIBUTION_NOTE = (
     "Both runs use the same seed. With temperature above 0 the two answers are different "
@@ -23,7 +25,9 @@ def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tup
 COMPARISON_ROWS = [
     "Tokens/s",
     "Wall time",
+    "Judge",
     "Drafts kept / drafted",
+    "Drafts kept a pass",
     "Mean K per round",
     "Tokens per target pass",
     "Target passes (with prefill)",
@@ -43,13 +47,51 @@ def comparison_markdown(
         speedup = f"**{spec.tokens_per_s / target.tokens_per_s:.2f}×**"
     rows = list(zip(COMPARISON_ROWS, _column(spec), _column(target), strict=True))
     rows.insert(2, ("Speedup", speedup, "1×"))
+    s = spec.stats if spec is not None and spec.tokens else None
+    if s is not None and s.verify == "block" and s.token_rounds:
+        kept = [name for name, *_ in rows].index("Drafts kept a pass")
+        same = f"{s.token_kept / s.token_rounds:.2f}"
+        if s.token_rounds < s.rounds:  # trees too: set both on the chain passes alone
+            same += f" (the block: {s.chain_kept / s.token_rounds:.2f} on those chain passes)"
+        rows.insert(kept + 1, ("Token by token, same guesses: drafts kept a pass", same, "—"))
     lines = ["| | Speculative | Target alone |", "|---|---:|---:|"]
     lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
     if finished is not None:
         lines += ["", same_tokens_note(spec.tokens, target.tokens, finished.temperature == 0)]
+        note = judge_note(spec.stats) if spec.tokens else ""
+        lines += ["", note] if note else []
         note = replay_note(spec, target)
         lines += ["", note] if note else []
     return "\n".join(lines)
+
+
+def judge_note(s: Stats) -> str:
+    """Under the block judge: the drafts it kept against what judging token by token keeps of the
+    same drafts with the same uniforms (``Stats.judge_gain``), over the chain passes; "" under
+    the token judge. The comparison's words are chosen from the two counts."""
+    if s.verify != "block":
+        return ""
+    if not s.token_rounds:
+        return (
+            "**Judged as a whole block:** every pass here was a tree, walked leaf to root "
+            "(traversal verification), which has no token-by-token count to set beside it."
+        )
+    passes = f"{s.token_rounds} chain pass{'es' * (s.token_rounds != 1)}"
+    counts = (
+        f"over {passes} the block kept **{s.chain_kept}** drafts, where judging token by token "
+        f"would have kept **{s.token_kept}** of the same drafts with the same uniforms"
+    )
+    if s.chain_kept > s.token_kept:
+        gain = f" ({s.judge_gain:.2f}× as many)" if s.token_kept else ""
+        words = f"{counts}{gain}: judging the block keeps later guesses that token by token "
+        words += "would have thrown away after an earlier rejection."
+    elif s.chain_kept == s.token_kept:
+        words = f"{counts}: the same. Where q is one-hot (a greedy round, a copied guess) the two "
+        words += "judges always agree, and one run can happen to tie."
+    else:
+        words = f"{counts} ({s.judge_gain:.2f}×): fewer this time. One run can go either way; "
+        words += "on average the block keeps at least as many."
+    return f"**Judged as a whole block:** {words} Both judges are exact: the answer follows p."
 
 
 def replay_note(spec: SpecRun, target: TargetRun) -> str:
@@ -78,11 +120,13 @@ def _column(run: SpecRun | TargetRun | None) -> list[str]:
         return ["…"] * len(COMPARISON_ROWS)
     n, timing = len(run.tokens), [f"{run.tokens_per_s:.1f}", f"{run.seconds:.2f} s"]
     if isinstance(run, TargetRun):
-        return [*timing, "—", "0", "1", f"{n}", f"{n}"]
+        return [*timing, "—", "—", "—", "0", "1", f"{n}", f"{n}"]
     s = run.stats
     return [
         *timing,
+        JUDGES[s.verify],
         f"{s.kept_rate:.2f}",
+        f"{s.accepted / s.rounds:.2f}" if s.rounds else "0",
         f"{run.mean_k:.1f}",
         f"{s.tokens_per_pass:.2f}",
         f"{s.target_passes}",

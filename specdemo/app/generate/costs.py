@@ -25,8 +25,8 @@ NOTE_PLACEHOLDER = (
 
 
 def groups(runs: list[RunRecord]) -> list[tuple[tuple, list[RunRecord]]]:
-    """The runs by ``RunRecord.group`` (drafter, adaptive, temperature, tree width), in a fixed
-    order (the charts' colours)."""
+    """The runs by ``RunRecord.group`` (drafter, adaptive, temperature, judge, tree width), in a
+    fixed order (the charts' colours)."""
     by_key = defaultdict(list)
     for r in runs:
         by_key[r.group].append(r)
@@ -34,9 +34,10 @@ def groups(runs: list[RunRecord]) -> list[tuple[tuple, list[RunRecord]]]:
 
 
 def group_name(key: tuple) -> str:
-    drafter, adaptive, temperature, width = key
+    drafter, adaptive, temperature, judge, width = key
     name = f"T={temperature:g}" + ("" if drafter == "model" else f" {drafter}")
-    return name + (" adaptive" if adaptive else "") + (f" tree {width}" if width > 1 else "")
+    name += (" adaptive" if adaptive else "") + (" block" if judge == "block" else "")
+    return name + (f" tree {width}" if width > 1 else "")
 
 
 @dataclass(frozen=True)

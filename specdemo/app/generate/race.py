@@ -143,7 +143,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
         generator=generator,
         stats=run.stats,
         tree_width="auto" if auto else config.tree_width,
-        verify=config.verify,
+        verify=config.judge,
     )
     for r, seconds in timed(rounds):
         run.seconds += seconds

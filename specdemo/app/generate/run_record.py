@@ -32,6 +32,7 @@ class RunRecord:
     drafter: str = "model"
     adaptive: bool = False
     tree_width: int = 1  # 1: a chain
+    judge: str = "token"  # who judged the guesses: "token" (token by token) or "block"
     seed: int = 0
     max_new_tokens: int = 0
     # Acceptance, measured.
@@ -46,6 +47,9 @@ class RunRecord:
     tree_rounds: int = 0  # of them, passes over a fishbone (width > 1)
     sibling_judged: tuple[int, ...] = ()  # per sibling rank (2nd guess, 3rd): nodes that tried it
     sibling_kept: tuple[int, ...] = ()  # ... and that kept it
+    # Drafts the judge kept over what judging token by token keeps of the same drafts with the
+    # same uniforms, over the chain rounds (``Stats.judge_gain``; 1 for the token judge).
+    judge_gain: float | None = None
     # The two runs, measured (seconds inside the engine; rendering is not counted).
     spec_tokens: int = 0
     spec_seconds: float = 0.0
@@ -100,6 +104,7 @@ class RunRecord:
             drafter=config.drafter,
             adaptive=config.adaptive,
             tree_width=config.tree_width,
+            judge=config.judge,
             seed=config.seed,
             max_new_tokens=config.max_new_tokens,
             kept_rate=s.kept_rate,
@@ -113,6 +118,7 @@ class RunRecord:
             tree_rounds=sum(w > 1 for w in spec.widths),
             sibling_judged=tuple(spec.siblings.judged),
             sibling_kept=tuple(spec.siblings.kept),
+            judge_gain=s.judge_gain,
             spec_tokens=len(spec.tokens),
             spec_seconds=spec.seconds,
             spec_target_passes=s.target_passes,
@@ -165,8 +171,8 @@ class RunRecord:
     @property
     def group(self) -> tuple:
         """The runs one colour and one pair of curves stand for: drafter, adaptive, temperature,
-        tree width."""
-        return self.drafter, self.adaptive, self.temperature, self.tree_width
+        judge, tree width."""
+        return self.drafter, self.adaptive, self.temperature, self.judge, self.tree_width
 
     @property
     def costs(self) -> StepCosts | None:

@@ -45,18 +45,18 @@ def generate(
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
     adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], show_rejected=True,
-    fresh=False, session=None, verify=DEFAULTS["verify"],
+    fresh=False, session=None, judge=DEFAULTS["verify"],
 ):  # fmt: skip
     """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS).
     A race already measured with the same pair, prompt, settings and seed is replayed from its
     record at once, and a target-alone run is reused across K, drafters and judges (``replay``);
     a `fresh` run measures both again. Only the runs themselves go to the GPU (``work``).
-    `verify` is the judge of the speculative run's guesses ("token" or "block")."""
+    `judge` judges the speculative run's guesses: "token" (token by token) or "block"."""
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_race(
             pair, prompt, system, k, auto_k, temperature, top_p, top_k, max_new_tokens, seed,
-            drafter, adaptive, tree_width, since, verify,
+            drafter, adaptive, tree_width, since, judge,
         )  # fmt: skip
     session = Session() if session is None else session
     stored = replay.stored_race(pair, request)
@@ -123,7 +123,7 @@ def sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    tree_width=DEFAULTS["tree_width"], fresh=False, session=None, verify=DEFAULTS["verify"],
+    tree_width=DEFAULTS["tree_width"], fresh=False, session=None, judge=DEFAULTS["verify"],
     progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
 ):  # fmt: skip
     """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
@@ -134,7 +134,7 @@ def sweep(
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_sweep(
             pair, prompt, system, ks, temperatures, top_p, top_k, max_new_tokens, seed, drafter,
-            adaptive, tree_width, since, verify,
+            adaptive, tree_width, since, judge,
         )  # fmt: skip
         request.check()
     session = Session() if session is None else session
@@ -194,14 +194,14 @@ def exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
     rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
-    verify=EXACT_DEFAULTS["verify"],
+    judge=EXACT_DEFAULTS["verify"],
 ):  # fmt: skip
     """Draws of the first token and of the first two through the chosen acceptance rule (the
-    first two judged by `verify`) and straight from p, against the exact p; then the greedy
+    first two judged by `judge`) and straight from p, against the exact p; then the greedy
     check (EXACTNESS_OUTPUTS)."""
     with user_errors():
         request = jobs.parse_exactness(
-            pair, prompt, temperature, top_p, k, n, seed, rule, tree_width, verify
+            pair, prompt, temperature, top_p, k, n, seed, rule, tree_width, judge
         )
         gpu.check(request)
     return work.tasks(pair).exactness(request)
@@ -210,12 +210,12 @@ def exactness(
 def step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-    tree_width=STEP_DEFAULTS["tree_width"], verify=STEP_DEFAULTS["verify"],
+    tree_width=STEP_DEFAULTS["tree_width"], judge=STEP_DEFAULTS["verify"],
 ):  # fmt: skip
-    """One round after the context in `state`, judged by `verify`, explained (STEP_OUTPUTS)."""
+    """One round after the context in `state`, judged by `judge`, explained (STEP_OUTPUTS)."""
     with user_errors():
         request = jobs.parse_step(
-            pair, prompt, k, temperature, seed, drafter, state, tree_width, verify
+            pair, prompt, k, temperature, seed, drafter, state, tree_width, judge
         )
         gpu.check(request)
     return work.tasks(pair).step(request, state)

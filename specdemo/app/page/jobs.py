@@ -70,11 +70,11 @@ def parse_race(
     temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
     max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
     adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], since=0.0,
-    verify=DEFAULTS["verify"],
+    judge=DEFAULTS["verify"],
 ) -> Race:  # fmt: skip
     config = parse_run(
         prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
-        auto_k, tree_width, verify,
+        auto_k, tree_width, judge,
     )  # fmt: skip
     return Race(config, tuple(encode(pair, config)), since, budget=gpu.budget_of(pair))
 
@@ -122,11 +122,11 @@ def parse_sweep(
     pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
     top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
     seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    tree_width=DEFAULTS["tree_width"], since=0.0, verify=DEFAULTS["verify"],
+    tree_width=DEFAULTS["tree_width"], since=0.0, judge=DEFAULTS["verify"],
 ) -> Sweep:  # fmt: skip
     config = parse_run(
         prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
-        drafter=drafter, adaptive=adaptive, tree_width=tree_width, verify=verify,
+        drafter=drafter, adaptive=adaptive, tree_width=tree_width, judge=judge,
     )  # fmt: skip
     ks, temperatures = parse_grid(ks, temperatures)
     ids = tuple(encode(pair, config))
@@ -167,10 +167,10 @@ def parse_exactness(
     pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
     k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
     rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
-    verify=EXACT_DEFAULTS["verify"],
+    judge=EXACT_DEFAULTS["verify"],
 ) -> ExactnessCheck:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed,
-                       tree_width=tree_width, verify=verify)  # fmt: skip
+                       tree_width=tree_width, judge=judge)  # fmt: skip
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
     if config.tree_width > 1 and rule != EXACT:
         raise ValueError(
@@ -201,10 +201,10 @@ class StepThrough:
 def parse_step(
     pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
     seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-    tree_width=STEP_DEFAULTS["tree_width"], verify=STEP_DEFAULTS["verify"],
+    tree_width=STEP_DEFAULTS["tree_width"], judge=STEP_DEFAULTS["verify"],
 ) -> StepThrough:  # fmt: skip
     config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter,
-                       tree_width=tree_width, verify=verify)  # fmt: skip
+                       tree_width=tree_width, judge=judge)  # fmt: skip
     if not isinstance(config.k, int):
         lo, hi = LIMITS["k"]
         raise ValueError(

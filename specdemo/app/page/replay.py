@@ -4,9 +4,9 @@ A run's tokens are fixed by the pair, the prompt and every setting, the seed inc
 seed, sampling is deterministic), so a request already measured is answered with that
 measurement: its tokens, colours and timings, marked with when it was measured. ``RACES`` keeps
 whole races; ``TARGETS`` keeps target-alone runs, keyed without K, the drafter, adaptive
-drafting and the judge, which the target alone never uses. Both are shared by every session, thread-safe and
-bounded. A sweep is a ``SweepPlan`` advanced by ``sweep_cell``, one cell per call, so a server
-can let other requests take the model between cells.
+drafting and the judge, which the target alone never uses. Both are shared by every session,
+thread-safe and bounded. A sweep is a ``SweepPlan`` advanced by ``sweep_cell``, one cell per
+call, so a server can let other requests take the model between cells.
 
 Everything here lives in the main process and is read and written outside the GPU functions
 (``work``): on ZeroGPU each GPU call may run in a fresh fork, which would keep nothing.

@@ -85,7 +85,9 @@ def results_table(runs: list[RunRecord]) -> list[list]:
             i,
             f"auto ({r.mean_k:.1f})" if r.k == "auto" else r.k,
             r.temperature,
-            DRAFTERS[r.drafter] + (f", tree {r.tree_width}" if r.tree_width > 1 else ""),
+            DRAFTERS[r.drafter]
+            + (f", tree {r.tree_width}" if r.tree_width > 1 else "")
+            + (", judged as a block" if r.judge == "block" else ""),
             round(r.kept_rate, 3),
             round(r.tokens_per_pass, 2),
             _maybe(r.expected_tokens_per_pass, 2),

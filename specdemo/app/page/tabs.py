@@ -23,6 +23,7 @@ from specdemo.app.step.stepping import STEP_COLUMNS
 from specdemo.defaults import default_drafter
 from specdemo.models.pairs import resolve_device
 from specdemo.sampling import RULES
+from specdemo.verify import JUDGES
 
 
 def slider(name: str, label: str, info: str | None = None, defaults=DEFAULTS, **kwargs):
@@ -49,6 +50,18 @@ def seed_box() -> gr.Number:
 def drafter_radio() -> gr.Radio:
     choices = [(label, value) for value, label in DRAFTERS.items()]
     return gr.Radio(choices, value=default_drafter(resolve_device()), label="Drafter")
+
+
+JUDGE_INFO = (
+    "Token by token stops at the first guess it rejects; the whole block can keep more of the "
+    "same guesses. Both are exact"
+)
+
+
+def judge_radio(defaults=DEFAULTS, elem_id: str | None = None, info: str = JUDGE_INFO):
+    """Who judges a round's guesses: token by token, or the whole block (``verify.JUDGES``)."""
+    choices = [(label, value) for value, label in JUDGES.items()]
+    return gr.Radio(choices, value=defaults["verify"], label="Judge", info=info, elem_id=elem_id)
 
 
 PANEL_WIDTH = 320  # px: two plots in a row sit side by side down to twice this, then stack
@@ -96,6 +109,7 @@ def generate_tab(
                 )
                 w["seed"] = seed_box()
             w["drafter"] = drafter_radio()
+            w["judge"] = judge_radio(elem_id="judge")
             with gr.Row():
                 w["adaptive"] = gr.Checkbox(
                     DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
@@ -199,6 +213,12 @@ def exact_tab(first: str) -> dict:
         "with one switch flipped",
         elem_id="rule",
     )
+    w["judge"] = judge_radio(
+        EXACT_DEFAULTS,
+        "exact-judge",
+        "Who judges the two-token check's rounds. The first token is one guess judged alone, "
+        "where the two judges are one rule",
+    )
     w["check"] = gr.Button("Check", variant="primary", elem_id="check")
     w["summary"] = gr.Markdown(label="Verdict", elem_id="exact-summary")
     with gr.Row():
@@ -229,6 +249,7 @@ def step_tab(first: str) -> dict:
                 w["seed"] = seed_box()
                 w["drafter"] = drafter_radio()
             w["tree_width"] = tree_width_slider(STEP_DEFAULTS)
+            w["judge"] = judge_radio(STEP_DEFAULTS, "step-judge")
     with gr.Row():
         w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
         w["reset"] = gr.Button("Reset", elem_id="reset-step")

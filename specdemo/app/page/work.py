@@ -89,7 +89,7 @@ def run_exactness(pair, request: ExactnessCheck, measured: dict | None = None) -
             rule,
             request.max_first_tokens,
             k,
-            config.verify,
+            config.judge,
         )
         check = exact.greedy_check(pair, config)
     return (ex, pairs, check), measured_for(pair.target, pair.draft)
@@ -131,7 +131,7 @@ def render_step(pair, request: StepThrough, outcome: tuple) -> list:
     return [
         list(state.spans),
         *lesson.round_markdown(r, tokenizer, config, t_step, scope.outside, state.refed),
-        stepping.round_rows(r, tokenizer, scope.outside),
+        stepping.round_table(r, tokenizer, scope.outside),
         (tree_chart if r.width > 1 else charts.step_chart)(
             r, lambda ids: token_labels(tokenizer, ids)
         ),

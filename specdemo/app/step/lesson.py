@@ -1,6 +1,8 @@
 """The step-through's words: one round's three phases (draft, verify, accept or reject) in plain
 language, every comparison chosen from the figures printed beside it, and the sentence for a
-token the draft cannot propose.
+token the draft cannot propose. A round judged as a whole block (``block_outcome``) is told with
+its running weights w, stopping chances h and uniforms u, beside what token by token would have
+kept of the same guesses.
 """
 
 from specdemo.app.config import RunConfig
@@ -127,21 +129,33 @@ def round_markdown(
             "apart and left out of the figures above; a generation keeps them in its caches.*"
         )
     greedy = config.temperature == 0
+    block = r.judge == "block"
     if greedy:
         rule = (
             "At temperature 0 both models are greedy: a guess is kept while it is the target's "
             "top choice (p(x) = 1 in the table)."
         )
+        if config.judge == "block":
+            rule += " Judging the whole block gives the same outcome here."
+    elif block:
+        rule = BLOCK_RULE
     else:
         rule = (
             "Left to right, guess x is kept when a uniform draw u is below min(1, p(x)/q(x)): "
             "always if the target likes x at least as much as the draft did, else with "
             "probability p/q."
         )
+        if config.judge == "block" and r.k:  # a copied guess: q one-hot
+            rule += (
+                " A copied guess has all of q on one token, and there judging the whole block "
+                "gives the same outcome, so this round was judged token by token."
+            )
     i = r.n_accepted
     tried = r.siblings_tried[i] if i < len(r.siblings_tried) else ()
     if r.k == 0:
         outcome = f"With no guesses, the target produced one token itself: {tok(r.next_token)}."
+    elif block:
+        outcome = block_outcome(r, tok)
     elif r.sibling is not None:
         outcome = (
             f"Guess {i + 1}, {tok(r.draft[i])}, was **rejected**; its siblings were tried in "
@@ -184,4 +198,106 @@ def round_markdown(
         f"**1 · Draft.** {draft}",
         f"**2 · Verify.** {verify}",
         f"**3 · Accept or reject.** {rule} {outcome}",
+    )
+
+
+BLOCK_RULE = (
+    "Judged as a **whole block**: each guess carries a running weight w = min(1, w before it · "
+    "p(x)/q(x)), starting from 1, the share of the target's mass the guesses so far still carry. "
+    "Guess i may end the block with chance h = r / (r + 1 − w), where r is the mass of "
+    "max(0, w·p − q) there (the last guess's h is its w). Every guess gets its own uniform u, and "
+    "the block keeps every guess up to the **last** one whose u is below its h: a guess before "
+    "it is kept even when its own u was not."
+)
+
+
+def span(first: int, last: int) -> str:
+    """Guesses `first` to `last` (1-based) in words."""
+    return f"guess {first}" if first == last else f"guesses {first} to {last}"
+
+
+def block_outcome(r: Round, tok) -> str:
+    """What judging the whole block did with the round's guesses, from its u and h (the last
+    guess with u < h ends the kept block), and what judging token by token would have kept of
+    the same guesses with the same u (``Round.token_kept``); a tree, walked leaf to root, in
+    its own words (``tree.traverse``)."""
+    n, k, drawn = r.n_accepted, r.k, tok(r.next_token)
+    passed = [r.u[i] < r.stop_chance[i] for i in range(k)]
+
+    def test(i: int) -> str:
+        sign = "<" if passed[i] else "≥"
+        return f"u = {prob(r.u[i])} {sign} h = {prob(r.stop_chance[i])}"
+
+    if r.width > 1:
+        return tree_block_outcome(r, tok, test)
+    failed = [str(i + 1) for i in range(n) if not passed[i]]
+    despite = ""
+    if failed:
+        which = f"guess {failed[0]} too, though its" if len(failed) == 1 else (
+            f"guesses {', '.join(failed)} too, though their")  # fmt: skip
+        despite = f" ({which} own u was not below h: a later guess passed)"
+    if n == k:
+        outcome = (
+            f"Guess {k}, the last, passed ({test(k - 1)}), so all {k} guesses were **kept**"
+            f"{despite}, and the target's p at the next position gives a free **bonus** token, "
+            f"{drawn}: {k + 1} tokens from one target pass."
+        )
+    elif n:
+        outcome = (
+            f"Guess {n} was the last whose u fell below its h ({test(n - 1)}), so "
+            f"{span(1, n)} {'was' if n == 1 else 'were'} **kept**{despite}, and "
+            f"{span(n + 1, k)} **rejected** (u ≥ h). The target drew {drawn} from the block "
+            f"residual max(0, w·p − q) at position {n + 1}, renormalised, with w = "
+            f"{prob(r.weights[n - 1])} the weight the kept guesses carry. This round: {n} kept "
+            f"+ 1 = {n + 1} tokens."
+        )
+    else:
+        outcome = (
+            f"No guess's u fell below its h (guess 1: {test(0)}), so none was kept. The target "
+            f"drew {drawn} from max(0, p − q) at position 1, renormalised: before any kept guess "
+            "w = 1, and the block residual is token by token's. This round: 0 kept + 1 = 1 token."
+        )
+    if r.token_kept is None:
+        return outcome
+    more = n - r.token_kept
+    words = "the same number" if not more else f"{abs(more)} {'more' if more > 0 else 'fewer'}"
+    outcome += (
+        f" **Token by token would have kept {r.token_kept}** of the same guesses with the same "
+        f"u (it stops at the first u not below min(1, p/q)): the block kept {words}."
+    )
+    if more < 0:
+        outcome += " One round can go either way; on average the block keeps at least as many."
+    return outcome
+
+
+def tree_block_outcome(r: Round, tok, test) -> str:
+    """A tree judged as a block: walked leaf to root (traversal verification), the deepest
+    guesses and their siblings first, until one is kept with the path above it."""
+    n, k, drawn = r.n_accepted, r.k, tok(r.next_token)
+    walk = (
+        "The tree was walked leaf to root (traversal verification): the deepest guess first, "
+        "then each position's siblings in the order drawn and the guess above them, each kept "
+        "with its chance h, until one was kept with every guess above it."
+    )
+    if r.sibling is not None:
+        return (
+            f"{walk} The first kept was the sibling {tok(r.sibling)} at position {n + 1}. The "
+            f"round ends below it, with a **bonus** token {drawn} from the target's p at that "
+            f"sibling's own row. This round: {n} + 1 kept + 1 = {n + 2} tokens."
+        )
+    if n == k:
+        return (
+            f"{walk} The deepest guess was kept at once ({test(k - 1)}), so all {k} guesses "
+            f"were **kept**, and the target's p below it gives a **bonus** token {drawn}: "
+            f"{k + 1} tokens from one target pass."
+        )
+    stop = (
+        f"No guess or sibling below guess {n} was kept, so the walk stopped at guess {n}, kept "
+        "with every guess above it"
+        if n
+        else "No guess or sibling was kept, so the walk ended at the text so far"
+    )
+    return (
+        f"{walk} {stop}. The target drew {drawn} from what the removals left of p at position "
+        f"{n + 1}. This round: {n} kept + 1 = {n + 1} tokens."
     )

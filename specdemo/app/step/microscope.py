@@ -5,14 +5,16 @@ Input is a ``stepping.Microscope`` (plain numbers, measured from the models); ou
 single-panel figures, shown side by side or stacked on a phone, and one plain-language note. The
 shaded overlap min(p, q) sums to the chance that a draft token is kept there, 1 − TV(p, q); what
 p has above q, max(0, p − q), renormalised, is the distribution a rejected guess is replaced from
-(Leviathan et al., 2023).
+(Leviathan et al., 2023). Judged as a block, p is first weighed by the running weight w the kept
+guesses carry: the stack is min(w·p, q) under max(0, w·p − q), the block residual the next token
+is drawn from (Sun et al., 2025).
 """
 
 import plotly.graph_objects as go
 
 from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
-from specdemo.app.step.lesson import cannot_propose
+from specdemo.app.step.lesson import cannot_propose, span
 from specdemo.app.step.stepping import Microscope
 from specdemo.render import COLORS
 from specdemo.rounds import Round
@@ -61,12 +63,16 @@ def p_and_q_chart(m: Microscope) -> go.Figure:
         title = "Bonus" if m.kind == "bonus" else "A plain target step, no guesses"
         return layout(fig, f"{title}: p at position {m.position + 1}", HEIGHT)
     fig = go.Figure()
-    excess = [p - o for p, o in zip(m.p, m.overlap, strict=True)]
+    excess = [m.weight * p - o for p, o in zip(m.p, m.overlap, strict=True)]
+    names = (f"min(p, q): kept-chance, Σ = {prob(m.kept)}",
+             f"max(0, p − q): residual, Σ = {prob(m.left)}")  # fmt: skip
+    if m.judge == "block":
+        names = (f"min(w·p, q), Σ = {prob(m.kept)}",
+                 f"max(0, w·p − q): block residual, Σ = {prob(m.left)}")  # fmt: skip
     for name, values, base, color, shape in (
-        (f"min(p, q): kept-chance, Σ = {prob(m.kept)}", m.overlap, None, COLORS["accepted"], ""),
-        (f"max(0, p − q): residual, Σ = {prob(m.left)}", excess, m.overlap, COLORS["resampled"],
-         "/"),
-    ):  # fmt: skip
+        (names[0], m.overlap, None, COLORS["accepted"], ""),
+        (names[1], excess, m.overlap, COLORS["resampled"], "/"),
+    ):
         fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color,
                              marker_pattern_shape=shape))  # fmt: skip
     fig.add_trace(
@@ -81,7 +87,10 @@ def p_and_q_chart(m: Microscope) -> go.Figure:
     )
     fig.update_traces(offsetgroup="p")  # the q outline over the p stack
     _y_range(fig, m.p + m.q)
-    fig = layout(fig, f"Guess {m.position + 1}: p with q drawn over it", HEIGHT)
+    title = f"Guess {m.position + 1}: p with q drawn over it"
+    if m.judge == "block":
+        title = f"Guess {m.position + 1}: w·p (w = {prob(m.weight)}) with q drawn over it"
+    fig = layout(fig, title, HEIGHT)
     fig.update_layout(barmode="group", bargap=0.25)
     return fig
 
@@ -100,7 +109,7 @@ def residual_chart(m: Microscope) -> go.Figure:
         go.Bar(
             x=m.labels,
             y=m.residual,
-            name="max(0, p − q) / Σ",
+            name=m.drawn_from,
             marker_color=COLORS["resampled"],
             text=_mark(m, m.drawn, "drawn"),
             **MARK,
@@ -181,6 +190,8 @@ def _note(m: Microscope, r: Round, tokenizer) -> str:
             f"drawn straight from the target's p at position {i + 1} (the bars \u201cp: the "
             "target\u201d). The draft never guessed this position, so there is no q to compare."
         )
+    if m.judge == "block":
+        return _block_note(m, r, tok)
     copied = " (a copied guess: all of q on it)" if m.source == "lookup" else ""
     return (
         f"**Σ min(p, q) = {prob(m.kept)}: the chance a draft token is kept here**, averaged over "
@@ -196,6 +207,55 @@ def _note(m: Microscope, r: Round, tokenizer) -> str:
             if not m.stages
             else "proposed. " + _tree_note(m, r, tok)
         )
+    )
+
+
+def _block_note(m: Microscope, r: Round, tok) -> str:
+    """Where a round judged as a block stopped: the weight w its kept guesses carry there, p
+    weighed by it against q, and the block residual max(0, w·p − q) the next token came from;
+    a tree's walk leaf to root (``tree.traverse``) in words."""
+    i, drawn, w = m.position, tok(m.drawn), prob(m.weight)
+    carry = (
+        f"The kept guesses carry weight **w = {w}** here, the share of the target's mass the "
+        "kept text still holds (w = min(1, w before · p/q), guess by guess)."
+    )
+    if r.sibling is not None:
+        kept = f"{span(1, i)} and a sibling after them" if i else "a sibling of guess 1"
+        stop = f"**Judged as a block, the round kept {kept}.** {carry}"
+    elif i:
+        stop = (
+            f"**Judged as a block, the round kept {span(1, i)}**: guess {i} was the last "
+            f"whose u fell below its h. {carry}"
+        )
+    else:
+        stop = (
+            "**Judged as a block, the round kept no guess**: no u fell below its h. Before any "
+            "kept guess the weight is **w = 1**."
+        )
+    rest = (
+        f"The bars stack p weighed by w: min(w·p, q) (Σ = {prob(m.kept)}), and on top "
+        f"max(0, w·p − q) (Σ = {prob(m.left)}), what the weighed p has above q; q is the "
+        f"outline. The guess at this position, {tok(m.drafted)}, had q = {prob(m.q_x)} and "
+        f"p = {prob(m.p_x)}."
+    )
+    tried = r.siblings_tried[i] if i < len(r.siblings_tried) else ()
+    if tried or r.sibling is not None:
+        end = (
+            f"{tok(r.sibling)} was kept, so {drawn} came from the target's p at that sibling's "
+            "own row (the second chart)"
+            if r.sibling is not None
+            else f"none was kept, so {drawn} came from what those removals left of p (the second "
+            "chart)"
+        )
+        return (
+            f"{stop} {rest} Walked leaf to root, the tree then tried this guess's siblings in "
+            f"the order drawn, each against what the removals before it left: {end}. "
+            "Traversal verification keeps every token distributed exactly as p."
+        )
+    same = " With w = 1 it is token by token's residual max(0, p − q)." if m.weight == 1 else ""
+    return (
+        f"{stop} {rest} Renormalised, that block residual (the second chart) is where {drawn} was "
+        f"drawn from, so that the kept block and its next token together follow p exactly.{same}"
     )
 
 

@@ -2,8 +2,10 @@
 
 ``next_round`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
 ``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
-whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_rows``
-turns the round into the table the tab shows; ``lesson.round_markdown`` into its three notes.
+whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_table``
+turns the round into the table the tab shows (its columns follow the judge: a block round adds
+each guess's running weight w and stopping chance h); ``lesson.round_markdown`` into its three
+notes.
 """
 
 import contextlib
@@ -28,6 +30,8 @@ STEP_LIMIT = 512  # new tokens in the step-through tab
 TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar
 OTHERS = "other tokens"
 STEP_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u", "verdict"]
+# Judged as a block, u is compared with h, the chance to stop the block at that guess.
+BLOCK_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "w", "h", "u", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ class Microscope:
     # the last one when every guess was rejected; (label, values per label) each.
     stages: list[tuple[str, list[float]]] = field(default_factory=list)
     kept_sibling: int | None = None  # the sibling kept at this node, if one was
+    # Judged as a block: the running weight w the kept guesses carry here. The overlap is then
+    # min(w·p, q), and the residual the block residual max(0, w·p − q) / Σ (w = 1: token-wise).
+    judge: str = "token"
+    weight: float = 1.0
+    drawn_from: str = "max(0, p − q) / Σ"  # what `residual` is, in words
 
 
 def next_round(
@@ -113,7 +122,7 @@ def next_round(
         on_verdict=verdicts.append,
         stats=stats,
         tree_width=config.tree_width,
-        verify=config.verify,
+        verify=config.judge,
     )
     with contextlib.closing(rounds):
         r = next(rounds)
@@ -156,6 +165,18 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
         return scope
     p = verdict.p[i].double()
     q = verdict.q[i].double() if kind == "rejected" else None
+    if r.judge == "block" and q is not None:  # w at the stop: weights[i - 1], 1 before any
+        weight = r.weights[i - 1] if i else 1.0
+        tree = r.sibling is not None or any(r.siblings_tried[i : i + 1])
+        drawn_from = (
+            "max(0, w·p − q) / Σ"
+            if not tree
+            else "p at the kept sibling's own row"
+            if r.sibling is not None
+            else "what the removals left of p"
+        )
+        scope = replace(scope, judge="block", weight=weight, drawn_from=drawn_from)
+        return _fill(scope, tokenizer, p, q, weight=weight, drawn_from=verdict.next_dist)
     tried = r.siblings_tried[i] if kind == "rejected" and i < len(r.siblings_tried) else ()
     if tried:  # a tree: siblings were tried here, each against what the rejections left of p
         return _fill(scope, tokenizer, p, q, [r.draft[i], *(t.token for t in tried)],
@@ -179,9 +200,12 @@ def _stages(tokenizer, p, q, children: Sequence[int], kept: int | None) -> list:
 
 
 def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
-          children: Sequence[int] = (), kept: int | None = None) -> Microscope:  # fmt: skip
+          children: Sequence[int] = (), kept: int | None = None, weight: float = 1.0,
+          drawn_from: torch.Tensor | None = None) -> Microscope:  # fmt: skip
     """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `children`,
-    the guesses a tree's node tried in order, with the sibling `kept` there, if one was."""
+    the guesses a tree's node tried in order, with the sibling `kept` there, if one was. A block
+    weighs p by `weight` before q is taken away, and `drawn_from` is the distribution the engine
+    drew the next token from (the block residual; None: max(0, p − q) / Σ)."""
     score = p if q is None else torch.maximum(p, q)
     drawn = scope.drawn if kept is None else None  # below a kept sibling: the next position's
     shown = [t for t in (scope.drafted, *children[1:], drawn) if t is not None]
@@ -192,7 +216,8 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
     shown.sort(key=lambda t: -float(score[t]))
     rows = {"p": p, "residual": p}
     if q is not None:
-        rows = {"p": p, "q": q, "overlap": torch.minimum(p, q), "residual": residual(p, q)}
+        rest = residual(p, q) if drawn_from is None else drawn_from.double()
+        rows = {"p": p, "q": q, "overlap": torch.minimum(weight * p, q), "residual": rest}
     stages = _stages(tokenizer, p, q, children, kept) if children else []
     rows.update({f"stage {j}": row for j, (_, row) in enumerate(stages)})
     values = {name: row[shown].tolist() for name, row in rows.items()}
@@ -212,15 +237,25 @@ def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
     return replace(
         scope,
         kept=float(overlap.sum()),
-        left=float((p - overlap).sum()),
+        left=float((weight * p - overlap).sum()),
         p_x=float(p[x]),
         q_x=float(q[x]),
     )
 
 
+def round_table(r: Round, tokenizer, outside: bool = False) -> dict:
+    """The round as the tab's table: its columns (STEP_COLUMNS, or BLOCK_COLUMNS for a round
+    judged as a block) and ``round_rows``."""
+    columns = BLOCK_COLUMNS if r.judge == "block" else STEP_COLUMNS
+    return {"headers": columns, "data": round_rows(r, tokenizer, outside)}
+
+
 def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
-    """One row per draft position, then the target's own token (columns: STEP_COLUMNS);
-    `outside`: that token is one the draft cannot propose (``Microscope.outside``)."""
+    """One row per draft position, then the target's own token (columns: STEP_COLUMNS, or
+    BLOCK_COLUMNS for a round judged as a block, ``block_rows``); `outside`: that token is one
+    the draft cannot propose (``Microscope.outside``)."""
+    if r.judge == "block":
+        return block_rows(r, tokenizer, outside)
     rows = []
     for i, token in enumerate(r.draft):
         verdict = "accepted" if i < r.n_accepted else "rejected" if i == r.n_accepted else "—"
@@ -242,14 +277,53 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
             verdict = "accepted (sibling)" if t.kept else "rejected (sibling)"
             cells = [prob(t.q_x), prob(t.p_x), prob(t.accept_prob), prob(t.u), verdict]
             rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells])
+    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "",
+                 last_verdict(r, outside)])  # fmt: skip
+    return rows
+
+
+def block_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
+    """A block round's rows (BLOCK_COLUMNS): every guess has its running weight w, its chance h
+    of ending the block there and its own u, all drawn; the block keeps up to the last guess
+    with u < h, so a guess before it is kept whatever its own test said. A tree's siblings (a
+    walk leaf to root, ``tree.traverse``) show the chance they were tried with as h."""
+    n, rows = r.n_accepted, []
+    later = "a later guess passed" if r.sibling is None else "a sibling below it was kept"
+    for i, token in enumerate(r.draft):
+        passed = r.u[i] < r.stop_chance[i]
+        test = "u < h" if passed else "u ≥ h"
+        if i >= n:
+            verdict = f"rejected: {test}"
+        elif i == n - 1 and r.sibling is None:
+            verdict = f"accepted: {test}, the last that passed"
+        else:
+            verdict = f"accepted: {test}, {'and' if passed else 'but'} {later}"
+        cells = [prob(r.q_x[i]), prob(r.p_x[i]), prob(r.accept_prob[i]), prob(r.weights[i]),
+                 prob(r.stop_chance[i]), prob(r.u[i]), verdict]  # fmt: skip
+        rows.append([i + 1, token_text(tokenizer, token), *cells])
+        for j, t in enumerate(r.siblings_tried[i] if i < len(r.siblings_tried) else ()):
+            test = "u < h" if t.u < t.accept_prob else "u ≥ h"
+            verdict = f"{'accepted' if t.kept else 'rejected'} (sibling): {test}"
+            ratio = min(1.0, t.p_x / t.q_x) if t.q_x > 0 else 1.0
+            cells = [prob(t.q_x), prob(t.p_x), prob(ratio), "", prob(t.accept_prob), prob(t.u)]
+            rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells,
+                         verdict])  # fmt: skip
+    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), *[""] * 6,
+                 last_verdict(r, outside)])  # fmt: skip
+    return rows
+
+
+def last_verdict(r: Round, outside: bool = False) -> str:
+    """What the round's own token was: a plain target step, a bonus, or a replacement drawn
+    from the residual (a block's: max(0, w·p − q))."""
+    block = r.judge == "block"
     verdict = (
         "plain target step (no guesses, from p)"
         if not r.k
         else "bonus (from p)"
         if r.bonus
+        else "resampled (from the block residual max(0, w·p − q))"
+        if block
         else "resampled (from the residual)"
     )
-    if outside:
-        verdict += ", a token the draft cannot propose"
-    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "", verdict])
-    return rows
+    return verdict + (", a token the draft cannot propose" if outside else "")

@@ -53,11 +53,15 @@ def nodes(r: Round) -> list[Node]:
     do its siblings; the round's own token hangs from the last kept node, or, where every guess
     at a position was rejected, sits below them as their replacement."""
     out = [Node(0, 0, None, "root", None)]
-    n = r.n_accepted
+    n, block = r.n_accepted, r.judge == "block"
     for i, token in enumerate(r.draft):
-        state = "kept" if i < n else "rejected" if i == n else "unjudged"
+        # Walked leaf to root (a block), every guess below the kept ones was tried and failed.
+        state = "kept" if i < n else "rejected" if i == n or block else "unjudged"
         hover = f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, min(1, p/q) = "
         hover += prob(r.accept_prob[i]) + (f", u = {prob(r.u[i])}" if i <= n else "")
+        if block:
+            hover = (f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, w = {prob(r.weights[i])}, "
+                     f"h = {prob(r.stop_chance[i])}, u = {prob(r.u[i])}")  # fmt: skip
         out.append(Node(i + 1, 0, token, state, (i, 0), hover))
         tried = r.siblings_tried[i] if i < len(r.siblings_tried) else ()
         group = r.siblings[i] if i < len(r.siblings) else ()
@@ -65,8 +69,9 @@ def nodes(r: Round) -> list[Node]:
             if j < len(tried):
                 t = tried[j]
                 state = "kept" if t.kept else "rejected"
+                chance = "h" if block else "min(1, p/q)"  # a block tries it with chance h
                 hover = (f"q = {prob(t.q_x)} (earlier guesses removed), p = {prob(t.p_x)} "
-                         f"(what they left), min(1, p/q) = {prob(t.accept_prob)}, "
+                         f"(what they left), {chance} = {prob(t.accept_prob)}, "
                          f"u = {prob(t.u)}")  # fmt: skip
             else:
                 state, hover = "unjudged", "never judged"

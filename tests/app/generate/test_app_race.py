@@ -18,6 +18,7 @@ from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import jobs, replay, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
 from specdemo.profile import PROFILE_KS
+from specdemo.rounds import Stats
 from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
 
 
@@ -296,3 +297,54 @@ def test_a_race_on_a_busy_machine_computes_on_the_fitted_threads_whichever_threa
     assert step > 2 and kinds["spec"].threads == 1 and kinds["spec"].load > 0
     row = RunRecord.of(request.config, kinds["spec"], kinds["target"])
     assert (row.threads, row.policy_load) == (1, kinds["spec"].load)
+
+
+def test_the_judge_reaches_the_engine_and_the_race_table_names_it(pair, monkeypatch):
+    """The Judge's "block" reaches the engine: every round of the race that drafted is judged as
+    a block, and the race's table names the judge, gives the drafts it kept a pass, and beside
+    them what token by token keeps of the same guesses with the same uniforms (the run's own
+    counts). Under "token" the table names that judge and has neither of the block's lines."""
+    seen = []
+    engine = race.speculative_generate
+
+    def recorded(*args, **kwargs):
+        for r in engine(*args, **kwargs):
+            seen.append(r)
+            yield r
+
+    monkeypatch.setattr(race, "speculative_generate", recorded)
+    config = parse_run(PROMPT, k=4, temperature=1.0, max_new_tokens=48, judge="block")
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    target = race.last(race.run_target(pair, config, ids))
+    drafted = [r for r in seen if r.k]
+    assert drafted and all(r.judge == "block" and len(r.stop_chance) == r.k for r in drafted)
+    s = spec.stats
+    assert s.verify == "block" and s.token_rounds == len(seen)
+    assert s.token_kept == sum(r.token_kept for r in seen)
+    table = comparison.comparison_markdown(spec, target, config)
+    assert "| Judge | the whole block | — |" in table
+    assert f"| Drafts kept a pass | {s.accepted / s.rounds:.2f} | — |" in table
+    same = f"{s.token_kept / s.token_rounds:.2f}"
+    assert f"| Token by token, same guesses: drafts kept a pass | {same} | — |" in table
+    assert f"the block kept **{s.chain_kept}** drafts" in table
+    assert f"would have kept **{s.token_kept}**" in table
+    record = RunRecord.of(config, spec, target)
+    assert record.judge == "block" and record.judge_gain == s.judge_gain
+    assert costs.group_name(record.group) == "T=1 block"  # its own curves in the charts
+    token = replace(config, judge="token")
+    spec = race.last(race.run_speculative(pair, token, ids))
+    table = comparison.comparison_markdown(spec, target, token)
+    assert "| Judge | token by token | — |" in table and spec.stats.judge_gain == 1.0
+    assert "Token by token, same guesses" not in table and "Judged as a whole block" not in table
+
+
+@pytest.mark.parametrize(
+    "chain_kept, says", [(12, "(1.50× as many)"), (8, ": the same."), (6, "fewer this time")]
+)
+def test_the_block_judges_note_chooses_its_words_from_its_counts(chain_kept, says):
+    s = Stats(verify="block", token_rounds=10, token_kept=8, chain_kept=chain_kept)
+    note = comparison.judge_note(s)
+    assert says in note and f"the block kept **{chain_kept}** drafts" in note
+    assert "would have kept **8** of the same drafts" in note and "over 10 chain passes" in note
+    assert comparison.judge_note(Stats()) == ""  # token by token: nothing to set beside it

@@ -221,7 +221,8 @@ def test_bad_exactness_input_comes_back_as_a_clear_error(shared_client):
 
 def test_nan_is_refused_with_a_message(url):
     """gradio_client cannot send NaN (strict JSON), but a raw HTTP caller can."""
-    values = [PROMPT, "", 4, False, float("nan"), 1.0, 0, 8, 0, "model", False, 1, True, False]
+    values = [PROMPT, "", 4, False, float("nan"), 1.0, 0, 8, 0, "model", False, 1, True, False,
+              "token"]  # fmt: skip
     body = json.dumps({"data": values})  # Python writes the NaN literal
     with httpx.Client(base_url=url, timeout=30) as http:
         event = http.post(
@@ -246,7 +247,7 @@ def test_stop_cancels_a_run_before_it_is_recorded(client):
 def test_a_client_that_disconnects_frees_the_worker(url, shared_client):
     """A 64-cell sweep would hold the model slot for many seconds; dropping its stream ends it."""
     sweep = {**SWEEP, "ks": list(range(1, 17)), "temperatures": [0.0, 0.5, 1.0, 1.5]}
-    sweep["max_new_tokens"], sweep["fresh"] = 64, False
+    sweep["max_new_tokens"], sweep["fresh"], sweep["judge"] = 64, False, "token"
     with httpx.Client(base_url=url, timeout=30) as http:
         event = http.post("gradio_api/call/sweep", json={"data": list(sweep.values())})
         with http.stream("GET", f"gradio_api/call/sweep/{event.json()['event_id']}") as stream:

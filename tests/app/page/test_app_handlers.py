@@ -11,6 +11,7 @@ from test_app_config import BAD_INPUT, VALID
 
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session, discard
+from specdemo.app.step.stepping import BLOCK_COLUMNS, STEP_COLUMNS
 from specdemo.text import MAX_PROMPT_TOKENS
 
 SPEC_LABELS = {"accepted", "resampled", "bonus", "rejected"}
@@ -99,6 +100,40 @@ def test_a_tree_race_keeps_siblings_and_names_its_width(pair):
     discard(session)
 
 
+def test_the_judge_control_reaches_every_tab_and_names_itself(pair):
+    """The Judge set to "the whole block" on the Generate tab judges the race's rounds as a block:
+    its table names the judge and what token by token would have kept of the same guesses, and
+    the session's row says so; on Step through the table gains each guess's w and h; on Is it
+    exact? the two-token check is judged as a block."""
+    session = Session()
+    settings = {**VALID, "k": 4, "max_new_tokens": 32, "judge": "block"}
+    *_, last = handlers.generate(pair, **settings, session=session)
+    last = by_name(handlers.GENERATE_OUTPUTS, last)
+    record = session.runs[0]
+    assert record.judge == "block" and record.judge_gain is not None
+    assert "| Judge | the whole block | — |" in last["comparison"]
+    assert "| Token by token, same guesses: drafts kept a pass |" in last["comparison"]
+    assert "**Judged as a whole block:**" in last["comparison"]
+    assert "judged as a block" in last["results"][0][3]
+    discard(session)
+    step = by_name(handlers.STEP_OUTPUTS, handlers.step(pair, PROMPT, 3, 1.0, 0, "model",
+                                                        judge="block"))  # fmt: skip
+    assert step["table"]["headers"] == BLOCK_COLUMNS and "**last**" in step["accept"]
+    details = handlers.exactness(pair, PROMPT, 1.0, 1.0, 2, 200, 0, judge="block")[-1]
+    assert details["pairs"]["judge"] == "block" and details["pairs"]["k"] == 2
+
+
+def test_a_judge_that_does_not_exist_is_refused_before_any_model_work(pair):
+    for call in (
+        lambda: next(handlers.generate(pair, PROMPT, judge="blocks")),
+        lambda: handlers.sweep(pair, PROMPT, judge="blocks"),
+        lambda: handlers.exactness(pair, PROMPT, judge="blocks"),
+        lambda: handlers.step(pair, PROMPT, judge="blocks"),
+    ):
+        with pytest.raises(gr.Error, match='Judge must be one of "token"'):
+            call()
+
+
 def test_sweep_records_each_cell_as_it_finishes(pair):
     session = Session()
     updates = [
@@ -156,7 +191,8 @@ def test_step_keeps_its_context_until_reset(pair):
     second = by_name(handlers.STEP_OUTPUTS, second)
     assert len(second["state"].context) > len(first["state"].context)
     assert second["text"][: len(first["text"])] == first["text"]
-    assert first["draft"].startswith("**1 · Draft.**") and first["table"][0][0] == 1
+    assert first["draft"].startswith("**1 · Draft.**") and first["table"]["data"][0][0] == 1
+    assert first["table"]["headers"] == STEP_COLUMNS  # judged token by token, the default
     # The microscope note names its round, so a viewer can tell one step's note from the last.
     assert first["microscope_note"].startswith("**Round 1:**")
     assert second["microscope_note"].startswith("**Round 2:**")
@@ -174,7 +210,7 @@ def test_step_through_shows_a_trees_siblings(pair):
         state = out["state"]
         assert out["plot"].layout.title.text.startswith("The round as a tree")
         assert "siblings drawn beside them" in out["verify"]
-        siblings = [row for row in out["table"] if "sibling" in str(row[0])]
+        siblings = [row for row in out["table"]["data"] if "sibling" in str(row[0])]
         seen_sibling |= bool(siblings)
         if not siblings:
             continue
@@ -184,7 +220,7 @@ def test_step_through_shows_a_trees_siblings(pair):
         assert "A tree does not stop here" in out["microscope_note"]
         if any(row[-1] == "accepted (sibling)" for row in siblings):
             kept = True
-            assert out["table"][-1][-1].startswith("bonus")
+            assert out["table"]["data"][-1][-1].startswith("bonus")
             assert "was **kept**" in out["accept"] and "**bonus**" in out["accept"]
             assert len(shrinking) == 1 + siblings.index(next(
                 row for row in siblings if row[-1] == "accepted (sibling)")) + 1  # fmt: skip

@@ -8,6 +8,7 @@ import gradio as gr
 import pytest
 
 from specdemo.app.page import handlers, ui
+from specdemo.defaults import DEFAULTS
 
 HANDLERS = {
     "generate": (handlers.generate, handlers.GENERATE_OUTPUTS),
@@ -37,6 +38,15 @@ def test_each_endpoint_takes_its_handlers_parameters_and_fills_its_outputs(app):
     assert len(found["reset_step"]["outputs"]) == len(handlers.STEP_OUTPUTS)
     rule = next(x for x in api["/exactness"]["parameters"] if x["parameter_name"] == "rule")
     assert rule["label"] == "Acceptance rule" and rule["parameter_default"] == "exact"
+
+
+def test_every_tab_that_judges_guesses_offers_the_judge(app):
+    """The Judge reaches each endpoint whose rounds it judges as its own parameter, with the
+    library's default (a name no output of the tab shares: Step through has a "verify" note)."""
+    api = app.get_api_info()["named_endpoints"]
+    for name in ("/generate", "/sweep", "/exactness", "/step"):
+        judge = next(x for x in api[name]["parameters"] if x["parameter_name"] == "judge")
+        assert judge["label"] == "Judge" and judge["parameter_default"] == DEFAULTS["verify"]
 
 
 def test_a_sweeps_further_cells_are_events_of_their_own(app):

@@ -172,7 +172,8 @@ def test_memory_stays_flat_over_hundreds_of_sessions(pair):
             for session in range(1, 301):
                 # A room: the same few example runs again and again, and some of its own.
                 seed = session % 100 if session % 3 else 0
-                values = {**GENERATE, "max_new_tokens": 8, "seed": seed, "fresh": False}
+                values = {**GENERATE, "max_new_tokens": 8, "seed": seed, "fresh": False,
+                          "judge": "token"}  # fmt: skip
                 call = http.post("gradio_api/call/generate", json={"data": list(values.values())})
                 stream = http.get(f"gradio_api/call/generate/{call.json()['event_id']}").text
                 assert "event: complete" in stream, stream[-300:]

@@ -303,3 +303,71 @@ def test_a_round_is_timed_apart_from_the_context_it_reads_again(pair):
     assert f"read its {tokens:,} tokens again" in verify and "both models" in verify
     _, verify, _ = lesson.round_markdown(r, pair.tokenizer, config)
     assert "again" not in verify
+
+
+def test_a_block_round_is_told_with_w_h_u_and_what_token_by_token_would_keep(pair):
+    """Judged as a whole block, a round's table gives each guess its running weight w, its
+    stopping chance h and its u, and marks the last guess with u < h; the notes give the same
+    figures and set beside them what token by token keeps of the same guesses with the same u
+    (stopping at the first u not below min(1, p/q)). A guess kept though its own u was not below
+    its h is called kept, never rejected."""
+    config = parse_run(PROMPT, k=4, temperature=1.0, judge="block")
+    _, r, _ = step_until(pair, config, lambda r: any(
+        r.u[i] >= r.stop_chance[i] for i in range(r.n_accepted)))  # fmt: skip
+    n, prob = r.n_accepted, numbers.prob
+    assert r.judge == "block" and len(r.weights) == len(r.stop_chance) == r.k
+    assert r.token_kept == next((i for i in range(r.k) if r.u[i] >= r.accept_prob[i]), r.k)
+    table = stepping.round_table(r, pair.tokenizer)
+    assert table["headers"] == stepping.BLOCK_COLUMNS
+    rows = table["data"]
+    for i in range(r.k):
+        assert rows[i][5:8] == [prob(r.weights[i]), prob(r.stop_chance[i]), prob(r.u[i])]
+    last = max(i for i in range(r.k) if r.u[i] < r.stop_chance[i])
+    assert last == n - 1 and rows[last][-1] == "accepted: u < h, the last that passed"
+    failed = [i for i in range(n) if r.u[i] >= r.stop_chance[i]]
+    assert all(rows[i][-1] == "accepted: u ≥ h, but a later guess passed" for i in failed)
+    assert all(row[-1] == "rejected: u ≥ h" for row in rows[n : r.k])
+    _, _, accept = lesson.round_markdown(r, pair.tokenizer, config)
+    assert "running weight w" in accept and "**last** one whose u is below its h" in accept
+    assert f"u = {prob(r.u[last])} < h = {prob(r.stop_chance[last])}" in accept
+    assert "own u was not below h: a later guess passed" in accept
+    assert f"**Token by token would have kept {r.token_kept}** of the same guesses" in accept
+    assert "was not below min(1, p/q)" not in accept and "so it was **rejected**" not in accept
+    chart = charts.step_chart(r, lambda ids: token_labels(pair.tokenizer, ids))
+    names = [trace.name for trace in chart.data]
+    assert "w: running weight" in names and "h: chance to stop here" in names
+    assert len(chart.data[-1].y) == r.k  # every u is drawn and read
+
+
+def test_the_block_microscope_shows_the_block_residual_where_the_round_stopped(pair):
+    """Where a block round stopped after kept guesses of weight w < 1, the microscope weighs p by
+    that w: its overlap is min(w·p, q) and its residual max(0, w·p − q) / Σ, computed here from
+    the models' own logits, the very distribution the engine drew from, and not token by token's
+    max(0, p − q) / Σ."""
+    config = parse_run(PROMPT, k=4, temperature=1.0, judge="block")
+    context, r, m = step_until(
+        pair, config, lambda r: 0 < r.n_accepted < r.k and r.weights[r.n_accepted - 1] < 0.9
+    )
+    n, w = r.n_accepted, r.weights[r.n_accepted - 1]
+    assert (m.kind, m.judge, m.position, m.weight) == ("rejected", "block", n, w)
+    ids = list(context) + r.draft[:n]
+    p = independent_probs(pair.target, ids, 1.0)
+    q = independent_probs(pair.draft, ids, 1.0)
+    overlap, block = torch.minimum(w * p, q), (w * p - q).clamp_min(0)
+    rest, plain = block / block.sum(), (p - q).clamp_min(0) / (p - q).clamp_min(0).sum()
+    shown = m.tokens
+    assert m.overlap[: len(shown)] == pytest.approx(overlap[shown].tolist(), abs=1e-5)
+    assert m.residual[: len(shown)] == pytest.approx(rest[shown].tolist(), abs=1e-5)
+    assert m.kept == pytest.approx(float(overlap.sum()), abs=1e-5)
+    assert m.left == pytest.approx(float(block.sum()), abs=1e-5)
+    for token, drawn in r.residual_top:  # the engine drew its token from this residual
+        assert float(rest[token]) == pytest.approx(drawn, abs=1e-5)
+    assert float((rest - plain).abs().max()) > 1e-3  # the weight changes where it draws from
+    note = microscope.markdown(m, r, pair.tokenizer)
+    assert f"w = {numbers.prob(w)}**" in note and "max(0, w·p − q)" in note
+    assert "said no" not in note and "the chance a draft token is kept" not in note
+    scope, residual = microscope.figures(m)
+    names = [trace.name for trace in scope.data]
+    assert names[0].startswith("min(w·p, q)") and names[1].startswith("max(0, w·p − q)")
+    assert residual.data[0].name == "max(0, w·p − q) / Σ"
+    assert f"w = {numbers.prob(w)}" in scope.layout.title.text

@@ -1,5 +1,7 @@
 """A tree round drawn as a tree: each node where it hangs and what happened to it."""
 
+from dataclasses import replace
+
 from specdemo.app.step import tree_chart
 from specdemo.rounds import Round
 from specdemo.tree import Trial
@@ -57,3 +59,20 @@ def test_the_chart_reads_without_colour_and_draws_the_kept_path_thick():
         (0, 0), (1, 0), (1, 0), (2, -2), (2, -2), (3, -2),
     ]  # fmt: skip
     assert fig.layout.title.text.startswith("The round as a tree")
+
+
+def test_a_tree_walked_leaf_to_root_marks_every_guess_below_the_kept_ones_tried():
+    """Judged as a block (traversal verification) the walk starts at the deepest guess, so the
+    chain's guesses and siblings below the kept sibling were tried and not kept, while those
+    above it never were; each chain guess hovers its w, h and u."""
+    walked = tree_round(sibling_kept=True)
+    deepest = (Trial(23, 0.1, 0.2, 0.3, 0.9, False),)  # tried before 11 and its siblings
+    r = replace(walked, judge="block", weights=[1.0, 0.17, 0.11], stop_chance=[1.0, 0.2, 0.11],
+                siblings_tried=(*walked.siblings_tried, deepest), token_kept=None)  # fmt: skip
+    nodes = placed(r)
+    assert nodes[3, 0] == (12, "rejected", (2, 0)) and nodes[3, -1][1] == "rejected"
+    assert nodes[2, 0][1] == "rejected" and nodes[2, -2][1] == "kept"
+    assert nodes[1, -1][1] == "unjudged"  # 20, beside the kept 10: never reached
+    hover = next(n.hover for n in tree_chart.nodes(r) if n.token == 12)
+    assert hover == "q = 0.3, p = 0.2, w = 0.11, h = 0.11, u = 0"
+    assert "h = 0.3" in next(n.hover for n in tree_chart.nodes(r) if n.token == 23)
