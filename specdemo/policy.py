@@ -4,10 +4,11 @@ Expected tokens of a round with k drafts are 1 + sum over j <= k of a_1 * ... * 
 the chance that draft position i is kept given that the ones before it were: acceptance is not
 i.i.d. (a draft that got the first token right tends to get the next one too), so each position
 keeps its own running estimate for this request, shrunk towards the pooled rate while it has few
-observations (a position never reached takes the pooled rate). The counts are of the drafts each round
-kept, whichever judge kept them: judged as a block (``verify``), position i can be kept after a
-test token by token would have failed, and the chance that it is kept still depends on the
-prefix only, not on how many drafts follow it, so rounds of every k inform every position. A round costs
+observations (a position never reached takes the pooled rate). The counts are of the drafts
+each round kept, whichever judge kept them: judged as a block (``verify``), position i can be
+kept after a test token by token would have failed, and the chance that it is kept still
+depends on the prefix only, not on how many drafts follow it, so rounds of every k inform every
+position. A round costs
 k * t_draft + t_verify(k), with t_verify(0) = t_step: K = 0, a plain target step, wins whenever
 drafting is predicted not to pay. K depends only on rounds already finished, so the output
 distribution stays exactly the target's.
