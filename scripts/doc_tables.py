@@ -815,41 +815,68 @@ def room_races() -> str:
 
 
 def block_bench() -> str:
-    """The whole block against token by token, cell by cell (block.json)."""
+    """The whole block against token by token, run side by side, cell by cell (block.json)."""
     cells = bench_report.block_vs_token(load("block.json"))
     rows = [[c["prompt_set"], temp(c["temperature"]), c["k"], f"{c['tpp_token']:.2f}",
-             f"{c['tpp_block']:.2f}", x(c["tpp_ratio"]), x(c["speedup_ratio"]),
-             x(c["kept_vs_token_same_drafts"]) if c["kept_vs_token_same_drafts"] else "—"]
+             f"{c['tpp_block']:.2f}", x(c["tpp_ratio"]), x(c["speedup_ratio"])]
             for c in cells]  # fmt: skip
     header = ["set", "T", "K", "tokens/pass, token by token", "tokens/pass, block",
-              "block / token", "wall clock, block / token",
-              "drafts kept / token by token's on the same drafts"]  # fmt: skip
+              "block / token", "wall clock, block / token"]  # fmt: skip
+    return table(header, rows)
+
+
+def block_drafts() -> str:
+    """Tokens a pass of the whole block over token by token's on the same drafts, each on
+    average over its uniforms, pooled over every round of a cell (block-drafts.json)."""
+    result = load("block-drafts.json")
+    rows = [[r["prompt_set"], temp(r["temperature"]), r["k"], f"{r['mean_k']:.2f}",
+             f"{r['tokens_per_pass']:.2f}", f"**{x(r['expected_gain'], 3)}**",
+             x(r["judge_gain"])]
+            for r in result["rows"]]  # fmt: skip
+    header = ["set", "T", "K", "drafts/pass", "tokens/pass (block)",
+              "**tokens/pass, block / token, same drafts**",
+              "drafts kept / token by token's, same drafts and uniforms"]  # fmt: skip
     return table(header, rows)
 
 
 def block_targets() -> str:
-    """The judge's targets read off block.json: tokens per pass at K 3-5, T 0.7-1, per set
-    (lowest cell), at K >= 4, and automatic K's wall clock, block over token by token."""
-    cells = bench_report.block_vs_token(load("block.json"))
+    """The judge's targets read off block-drafts.json (tokens a pass on the same drafts) and
+    block.json (wall clock, run side by side)."""
+    drafts = load("block-drafts.json")["rows"]
+    side = bench_report.block_vs_token(load("block.json"))
     rows = []
-    for name in dict.fromkeys(c["prompt_set"] for c in cells):
-        fixed = [c for c in cells if c["prompt_set"] == name and c["k"] != "auto"]
-        deep = [c for c in fixed if c["k"] >= 4]
-        auto = [c for c in cells if c["prompt_set"] == name and c["k"] == "auto"]
-        low = min(fixed, key=lambda c: c["tpp_ratio"])
-        rows.append([name, f"{x(low['tpp_ratio'])} (K {low['k']}, T {temp(low['temperature'])})",
-                     xs(c["tpp_ratio"] for c in deep),
-                     xs(c["kept_vs_token_same_drafts"] for c in fixed),
-                     xs(c["speedup_ratio"] for c in auto)])  # fmt: skip
-    header = ["set", "tokens/pass, block / token, lowest cell", "the same at K ≥ 4",
-              "drafts kept / token by token's on the same drafts",
-              "automatic K, wall clock block / token"]  # fmt: skip
+    for name in dict.fromkeys(r["prompt_set"] for r in drafts):
+        fixed = [r for r in drafts if r["prompt_set"] == name and r["k"] != "auto"]
+        deep = [r["expected_gain"] for r in fixed if r["k"] >= 4]
+        auto = [r["expected_gain"] for r in drafts if r["prompt_set"] == name and r["k"] == "auto"]
+        wall = [c["speedup_ratio"] for c in side if c["prompt_set"] == name and c["k"] == "auto"]
+        low = min(fixed, key=lambda r: r["expected_gain"])
+        rows.append([name, f"{x(low['expected_gain'], 3)} (K {low['k']}, "
+                     f"T {temp(low['temperature'])})", xs(deep), xs(auto), xs(wall)])  # fmt: skip
+    header = ["set", "tokens/pass, block / token, K 3–5, lowest cell", "the same at K ≥ 4",
+              "the same at automatic K", "automatic K, wall clock block / token"]  # fmt: skip
+    return table(header, rows)
+
+
+def judge_cost() -> str:
+    """The judge alone, token by token and as a block, beside a target pass (judge-cost.json,
+    block-drafts.json's step costs)."""
+    cost = load("judge-cost.json")
+    steps = load("block-drafts.json")["step_costs"]["t_verify"]
+    rows = [[k, f"{1000 * c['token']:.2f}", f"{1000 * c['block']:.2f}",
+             f"{1000 * (c['block'] - c['token']):.2f}", f"{1000 * steps[k]:.0f}",
+             f"{100 * (c['block'] - c['token']) / steps[k]:.2f}%"]
+            for k, c in cost["ks"].items()]  # fmt: skip
+    header = ["K", "token by token, ms", "the whole block, ms", "difference, ms",
+              "verify pass of K + 1 tokens, ms", "difference / verify pass"]  # fmt: skip
     return table(header, rows)
 
 
 TABLES = {
     "block-bench": block_bench,
+    "block-drafts": block_drafts,
     "block-targets": block_targets,
+    "judge-cost": judge_cost,
     "busy-bench": busy_bench,
     "busy-targets": busy_targets,
     "threads-steps": threads_steps,
