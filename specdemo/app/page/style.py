@@ -4,6 +4,7 @@ large text) and the tabs' introductions. Plain constants; ``ui`` applies them.
 
 import gradio as gr
 
+from specdemo.defaults import DEFAULTS
 from specdemo.render import COLORS
 
 # The speculative panes' token kinds, in their legend's order.
@@ -75,10 +76,16 @@ CSS = (
 """
 )
 
+JUDGE_SENTENCE = {
+    "token": "judges each guess on its own, keeping it with probability min(1, p/q) until the "
+    "first it rejects (Judge: token by token; the whole block keeps as many or more)",
+    "block": "judges the guesses as one block, which keeps at least as many as judging each "
+    "on its own with min(1, p/q) would (Judge: the whole block)",
+}
 INTRO = (
     "# Speculative decoding, made visible\n"
     "A small **draft** model guesses K tokens; the big **target** model checks all of them in "
-    "one pass and keeps each guess with probability min(1, p/q). The answer follows the target "
+    f"one pass and {JUDGE_SENTENCE[DEFAULTS['verify']]}. The answer follows the target "
     "model exactly — it just arrives in fewer target passes."
 )
 EXACT_INTRO = (
