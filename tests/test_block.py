@@ -529,6 +529,13 @@ def root_to_leaf_kept(p, q, k: int, width: int, vocab: int) -> F:
                for chain, siblings, mass in fishbones(q, k, width, vocab))  # fmt: skip
 
 
+def test_traversal_at_k_3_is_exact_and_keeps_more_than_root_to_leaf():
+    p, q = random_table(202, vocab=4)
+    law, kept = tree_law(p, q, 3, 2, 4)
+    assert law == target_law(p, 4)
+    assert kept - root_to_leaf_kept(p, q, 3, 2, 4) > F(1, 10)  # 1.621 against 1.450
+
+
 @pytest.mark.parametrize("tab", FOUR)
 def test_siblings_visited_against_the_order_drawn_are_not_exact(tab):
     p, q = tab
