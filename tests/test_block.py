@@ -552,3 +552,38 @@ def test_what_a_position_keeps_does_not_depend_on_how_many_were_drafted(tab):
     p, q = tab
     assert survival(p, q, 3, block)[:2] == survival(p, q, 2, block)
     assert survival(p, q, 2, block)[:1] == survival(p, q, 1, block)
+
+
+def test_greedy_and_copied_rounds_come_out_the_same_under_either_judge(pair):
+    """Temperature 0, and prompt-lookup copies at T = 1 (q one-hot): the block judge's outcome is
+    token by token's, so the same seed gives the same tokens and rounds."""
+    from specdemo import generate
+
+    ids = pair.tokenizer("def add(a, b):\n    return a + b\n\ndef add(a, b):", return_tensors="pt")
+    ids = ids.input_ids
+    for settings in ({"temperature": 0.0, "k": 4}, {"temperature": 1.0, "k": 3,
+                                                      "drafter": "lookup"}):  # fmt: skip
+        token, block = (
+            generate(
+                pair.target, pair.draft, ids, max_new_tokens=24, seed=5, verify=judge, **settings
+            )  # fmt: skip
+            for judge in ("token", "block")
+        )
+        assert block.tokens == token.tokens
+        assert [r.n_accepted for r in block.rounds] == [r.n_accepted for r in token.rounds]
+    assert all(r.judge == "token" for r in block.rounds)  # copies: judged token by token
+
+
+def test_a_sampled_block_round_reports_its_judge_weights_and_chances(pair):
+    from specdemo import generate
+
+    ids = pair.tokenizer("def f(x):", return_tensors="pt").input_ids
+    result = generate(pair.target, pair.draft, ids, k=4, temperature=1.0, max_new_tokens=24,
+                      seed=1, verify="block")  # fmt: skip
+    r = result.rounds[0]
+    assert r.judge == "block" and len(r.weights) == len(r.stop_chance) == r.k == 4
+    passed = [i + 1 for i in range(r.k) if r.u[i] < r.stop_chance[i]]
+    assert r.n_accepted == max(passed, default=0)  # the last position that passed
+    assert r.stop_chance[-1] == pytest.approx(r.weights[-1])
+    assert all(0 <= w <= 1 for w in r.weights)
+    assert result.stats.verify == "block" and result.stats.expected_rounds == result.stats.rounds
