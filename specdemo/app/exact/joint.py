@@ -100,7 +100,7 @@ class Rows:
 def index_in(values: torch.Tensor, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Which of `values` lie in the sorted `batch`, and each one's position there."""
     keys = torch.tensor(batch, dtype=torch.long, device=values.device)
-    where = torch.searchsorted(keys, values).clamp_max(len(batch) - 1)
+    where = torch.searchsorted(keys, values.contiguous()).clamp_max(len(batch) - 1)
     members = keys[where] == values
     return members, where[members]
 
