@@ -27,6 +27,7 @@ from specdemo.sampling import (
     resolve_rule,
 )
 from specdemo.theory import StepCosts
+from specdemo.traversal import traverse
 from specdemo.tree import Fishbone, draw_siblings
 from specdemo.tree import judge as judge_tree
 from specdemo.verify import Verdict, check_judge, verify, verify_greedy
@@ -140,7 +141,8 @@ def verify_tree_round(
     logits, cache = tree_forward(target, [last, *tree.tokens], tree.parents, cache)
     vocab = max(logits.shape[-1], q.shape[-1])
     p = pad_vocab(logits_to_probs(logits, sampling), vocab)
-    verdict = judge_tree(tree, p, pad_vocab(q.to(target.device), vocab), generator, judge)
+    walk = traverse if judge == "block" else judge_tree
+    verdict = walk(tree, p, pad_vocab(q.to(target.device), vocab), generator)
     keep_rows(cache, [*range(past), *(past + r for r in verdict.rows)])
     return verdict, cache
 
@@ -182,7 +184,7 @@ def speculative_generate(
 
     `verify` is the judge: "token" judges each draft on its own and stops at the first
     rejection; "block" judges the drafts as one block (``verify``: block verification; a tree by
-    traversal verification, ``tree.traverse``), which keeps at least as many in distribution.
+    traversal verification, ``traversal.traverse``), which keeps at least as many in distribution.
     Both are exact; a greedy round, or a copied draft (a one-hot q), is judged token by token,
     which is the same outcome.
     """

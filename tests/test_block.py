@@ -16,7 +16,8 @@ import torch
 
 from specdemo.app.exact.chi_square import chi2_pvalue, power
 from specdemo.sampling import EXACT, RULES, residual
-from specdemo.tree import Fishbone, node_rule, traversal
+from specdemo.traversal import traversal
+from specdemo.tree import Fishbone, node_rule
 from specdemo.verify import block_chances, verify, verify_many
 
 VOCAB = 3
@@ -97,7 +98,7 @@ def target_law(p, length: int, prefix=(), mass=F(1), law=None) -> dict:
 
 
 def chain_visits(p, q, drafts):
-    """``tree.traversal`` on the chain `drafts` (no siblings), in fractions: on a chain it is
+    """``traversal.traversal`` on the chain `drafts` (no siblings), in fractions: on a chain it is
     block verification, each visit's chance given the ones before failed."""
     k = len(drafts)
     rows = [np.array(p(list(drafts[:i])), dtype=object) for i in range(k + 1)]
@@ -451,7 +452,7 @@ def fishbones(q, k: int, width: int, vocab: int):
 
 
 def tree_law(p, q, k: int, width: int, vocab: int, order=lambda siblings: siblings):
-    """The exact law over k + 1 tokens of one fishbone round judged by ``tree.traversal`` in
+    """The exact law over k + 1 tokens of one fishbone round judged by ``traversal.traversal`` in
     fractions (siblings visited in `order` of their drawn order), continued by the target; and
     the expected drafts kept."""
     law, kept = {}, F(0)

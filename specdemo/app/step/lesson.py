@@ -220,7 +220,7 @@ def block_outcome(r: Round, tok) -> str:
     """What judging the whole block did with the round's guesses, from its u and h (the last
     guess with u < h ends the kept block), and what judging token by token would have kept of
     the same guesses with the same u (``Round.token_kept``); a tree, walked leaf to root, in
-    its own words (``tree.traverse``)."""
+    its own words (``traversal.traverse``)."""
     n, k, drawn = r.n_accepted, r.k, tok(r.next_token)
     passed = [r.u[i] < r.stop_chance[i] for i in range(k)]
 

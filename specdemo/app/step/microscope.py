@@ -213,7 +213,7 @@ def _note(m: Microscope, r: Round, tokenizer) -> str:
 def _block_note(m: Microscope, r: Round, tok) -> str:
     """Where a round judged as a block stopped: the weight w its kept guesses carry there, p
     weighed by it against q, and the block residual max(0, w·p − q) the next token came from;
-    a tree's walk leaf to root (``tree.traverse``) in words."""
+    a tree's walk leaf to root (``traversal.traverse``) in words."""
     i, drawn, w = m.position, tok(m.drawn), prob(m.weight)
     carry = (
         f"The kept guesses carry weight **w = {w}** here, the share of the target's mass the "

@@ -286,7 +286,7 @@ def block_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
     """A block round's rows (BLOCK_COLUMNS): every guess has its running weight w, its chance h
     of ending the block there and its own u, all drawn; the block keeps up to the last guess
     with u < h, so a guess before it is kept whatever its own test said. A tree's siblings (a
-    walk leaf to root, ``tree.traverse``) show the chance they were tried with as h."""
+    walk leaf to root, ``traversal.traverse``) show the chance they were tried with as h."""
     n, rows = r.n_accepted, []
     later = "a later guess passed" if r.sibling is None else "a sibling below it was kept"
     for i, token in enumerate(r.draft):
