@@ -1,6 +1,6 @@
 """Every measured table in the docs, written from the raw JSON in docs/bench/.
 
-    python scripts/doc_tables.py           # rewrite each table from its JSON
+    python scripts/doc_tables.py --write   # rewrite each table from its JSON
     python scripts/doc_tables.py --check   # list the tables that differ from their JSON
 
 A table (or a sentence with figures) lives between ``<!-- table: NAME -->`` and ``<!-- /table -->``
@@ -9,6 +9,7 @@ tests/test_doc_tables.py fails when a doc's table differs from what its JSON giv
 measured table sits outside the markers.
 """
 
+import argparse
 import json
 import re
 import statistics
@@ -982,7 +983,17 @@ def differing() -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if "--check" in argv:
+    parser = argparse.ArgumentParser(
+        prog="python scripts/doc_tables.py",
+        description="Every measured table in the docs, written from the raw JSON in docs/bench/.",
+    )
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--write", action="store_true", help="rewrite each table from its JSON")
+    action.add_argument(
+        "--check", action="store_true", help="list the tables that differ from their JSON"
+    )
+    args = parser.parse_args(argv)
+    if args.check:
         stale = differing()
         print("\n".join(stale) or "every table agrees with its JSON")
         return int(bool(stale))

@@ -52,3 +52,19 @@ def test_every_raw_json_records_its_machine():
         machine = json.loads(path.read_text())["machine"]
         assert {"cpu", "cpu_capability", "cores", "torch", "date"} <= set(machine), path.name
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", machine["date"]), path.name
+
+
+def test_the_script_writes_only_when_told_and_says_how(capsys):
+    """No argument is an error that changes nothing (a stray call must not rewrite every doc);
+    --help names --write and --check."""
+    import pytest
+
+    before = {doc: doc.read_text(encoding="utf-8") for doc in doc_tables.DOCS}
+    with pytest.raises(SystemExit) as exit_:
+        doc_tables.main([])
+    assert exit_.value.code == 2 and "--write" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        doc_tables.main(["--help"])
+    assert "--write" in capsys.readouterr().out
+    assert doc_tables.main(["--check"]) == 0
+    assert {doc: doc.read_text(encoding="utf-8") for doc in doc_tables.DOCS} == before

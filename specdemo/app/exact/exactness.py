@@ -7,6 +7,7 @@ the same for the first two tokens; ``greedy_check`` runs both ways at temperatur
 the token ids.
 """
 
+import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -169,7 +170,7 @@ def markdown(ex: Exactness, joint=None) -> str:
             f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
         ]
     failed = min(ex.p_value_speculative, joint.p_value_speculative if joint else 1.0)
-    lines += ["", verdict(ex, failed < SUSPICIOUS, joint)]
+    lines += ["", verdict(ex, failed < SUSPICIOUS, joint, impossible=failed == 0.0)]
     return "\n".join(lines)
 
 
@@ -188,12 +189,14 @@ def tree_words(width: int) -> str:
     return f", trees {width} guesses wide" if width > 1 else ""
 
 
-def verdict(ex: Exactness, failed: bool, joint=None) -> str:
+def verdict(ex: Exactness, failed: bool, joint=None, impossible: bool = False) -> str:
     """What the check showed, for the rule used: a departure found; a false alarm of the exact
-    rule; no departure of the size this N can see; or a mistake this N has too little power to
-    see. A mistake whose first token follows p exactly (``tv_rule`` 0: the block-prefix rule,
-    which is the exact rule with one guess) is for the two-token check at K ≥ 2 alone to catch
-    (``blind_verdict``). Never more than a test that failed to reject can show."""
+    rule (never when a draw was impossible under p, `impossible`: a p-value of 0); no departure
+    of the size this N can see; a mistake this N has too little power to see, or one it had the
+    power for and missed this time. A mistake whose first token follows p exactly (``tv_rule``
+    0: the block-prefix rule, which is the exact rule with one guess) is for the two-token check
+    at K ≥ 2 alone to catch (``blind_verdict``). Never more than a test that failed to reject
+    can show."""
     kept = (
         f"The draft's first token is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
         "the rest of the time the target resamples from the residual max(0, p − q)."
@@ -209,6 +212,11 @@ def verdict(ex: Exactness, failed: bool, joint=None) -> str:
         f"With {ex.n:,} draws this check catches, with {POWER:.0%} probability, any departure "
         f"from p of total variation {ex.detectable_tv:.3f} or more; smaller ones it cannot see."
     )
+    if not math.isfinite(ex.detectable_tv) or ex.detectable_tv > 1:
+        reach = (
+            f"With {ex.n:,} draws too few tokens are expected often enough to test (every one "
+            "falls in one χ² bin), so this check could not see any departure: raise N."
+        )
     exact = ex.rule == EXACT.name
     if not exact and ex.tv_rule < 1e-12:
         return blind_verdict(ex, joint)
@@ -217,16 +225,34 @@ def verdict(ex: Exactness, failed: bool, joint=None) -> str:
             "**The speculative draws do not follow p** (a p-value this small is far beyond "
             "chance): this rule changes what the model says, not only how fast."
         )
-    if failed:
+    if failed and impossible:
         return (
-            f"**A false alarm, most likely.** With the exact rule a p-value falls below "
-            f"{SUSPICIOUS:g} by chance in 1 check in {round(1 / SUSPICIOUS):,}, and this is one: "
-            "run it again with another seed. A real departure fails again; chance does not. " + kept
+            "**Something in the path is wrong.** A draw came out that the target gives "
+            "probability 0 (a p-value of exactly 0): no chance explains that, with any N."
+        )
+    if failed:
+        rate = f"below {SUSPICIOUS:g} by chance in 1 check in {round(1 / SUSPICIOUS):,}"
+        chance = (
+            f"each of the 2 χ² tests here falls {rate}, so about 2 in "
+            f"{round(1 / SUSPICIOUS):,} checks end like this one"
+            if joint is not None
+            else f"a p-value falls {rate}, and this is one"
+        )
+        return (
+            f"**A false alarm, most likely.** With the exact rule {chance}: run it again with "
+            "another seed. A real departure fails again; chance does not. " + kept
         )
     if exact:
         return (
             f"**No departure from p found.** {kept} {reach} The exact rule's output follows p "
             "by proof; this check looked for a departure and found none that large."
+        )
+    if ex.power_rule >= POWER:
+        return (
+            "**Not caught this time, though this N has the power for it: run it again with "
+            f"another seed.** This rule moves the first token {ex.tv_rule:.3f} from p in total "
+            f"variation, and {ex.n:,} draws catch that with {ex.power_rule:.0%} probability; "
+            f"this check was one of the other {1 - ex.power_rule:.0%}. This rule is still wrong."
         )
     return (
         "**Too little power here to see this mistake: raise N or the temperature.** This rule "

@@ -286,6 +286,32 @@ def test_a_verdict_claims_only_what_its_check_showed():
     assert "No departure" not in unseen
 
 
+def test_a_verdict_is_right_at_its_edges():
+    """A p-value of exactly 0 (a draw the target gives probability 0) is never a false alarm;
+    with the two-token check beside the first-token one the false-alarm rate counts both tests;
+    a check that could test nothing (one χ² bin) says so instead of a distance of inf; a mistake
+    missed where N had the power for it is not called a lack of power."""
+    impossible = verdict_for("exact", 0.0)
+    assert "Something in the path is wrong" in impossible and "false alarm" not in impossible
+    other = chi_square.rule_distribution(P4, Q4, RULES["exact"])
+    ex = exactness.Exactness(
+        labels=["a", "(other)"], tokens=[0], p=[0.5, 0.5], speculative=[0.5, 0.5],
+        direct=[0.5, 0.5], n=100, tv_speculative=0.01, tv_direct=0.01, p_value_speculative=0.5,
+        p_value_direct=0.5, first_accept=0.6, rule="exact", detectable_tv=float("inf"),
+        tv_rule=0.5 * float((other - P4).abs().sum()), power_rule=0.0,
+    )  # fmt: skip
+    flat = exactness.markdown(ex)
+    assert "inf" not in flat and "could not see any departure: raise N" in flat
+    pairs = SimpleNamespace(p_value_speculative=1e-4, p_value_direct=0.5, k=2, judge="token",
+                            labels=[], p=[], speculative=[], direct=[], n=100,
+                            tv_speculative=0.0, tv_direct=0.0, first_tokens=1)  # fmt: skip
+    alarm = exactness.verdict(replace(ex, detectable_tv=0.1), True, pairs)
+    assert "each of the 2 χ² tests" in alarm and "about 2 in 1,000 checks" in alarm
+    missed = verdict_for("resample-from-p", 0.2, n=5_000)
+    assert "power_rule" not in missed and "Too little power" not in missed
+    assert "Not caught this time, though this N has the power for it" in missed
+
+
 def test_a_mistaken_rule_at_low_power_is_told_apart_from_a_pass(pair):
     """Through ``measure`` on the tiny pair: "resample from p" with 100 draws at T = 1 moves
     the first token by 0.14, which 100 draws catch 3% of the time (computed); this run did not
