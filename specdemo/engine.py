@@ -180,7 +180,8 @@ def speculative_generate(
     token and up to `tree_width` - 1 siblings drawn from the same q without replacement, judged
     in one target pass with the exact rule for children drawn so. "auto" takes the width the
     policy chooses with each k (up to its ``max_width``; 1 where a tree does not pay) and needs
-    `k` to be a policy.
+    `k` to be a policy; with a policy, a whole number `tree_width` is the widest it may choose,
+    as on the page, so every round is priced as the tree it verifies.
 
     `verify` is the judge: "token" judges each draft on its own and stops at the first
     rejection; "block" judges the drafts as one block (``verify``: block verification; a tree by
@@ -194,7 +195,10 @@ def speculative_generate(
     check_tree_width(tree_width, rule)
     if tree_width == "auto" and policy is None:
         raise ValueError('tree_width="auto" is chosen by automatic K: it needs k="auto"')
-    if policy is not None and tree_width == "auto" and sampling.greedy:
+    chosen = policy is not None and (tree_width == "auto" or tree_width > 1)
+    if chosen and tree_width != "auto":
+        policy.max_width = tree_width  # the widest it may choose, priced round by round
+    if chosen and sampling.greedy:
         policy.max_width = 1  # greedy: a tree keeps what the chain keeps (``judge``), no more
     if not context:
         raise ValueError("input_ids must hold at least one token")
@@ -215,7 +219,7 @@ def speculative_generate(
         proposal = drafter.propose(context, k_asked, source)
         draft_time = clock.lap()
         draft = check_draft(proposal.tokens.tolist(), vocab)
-        width = policy.width if tree_width == "auto" else tree_width
+        width = policy.width if chosen else tree_width
         tree = None if sampling.greedy else sprout(proposal, width, generator)
         clock.lap()
         if tree is None:
@@ -368,9 +372,10 @@ def generate(
 
 def resolve_k(k: int | str | AutoK, target, drafter, tree_width: int | str = 1) -> int | AutoK:
     """A fixed k or a policy as given; "auto" as a policy on this pair's step costs, choosing
-    tree widths up to AUTO_TREE_WIDTH where `tree_width` is "auto", else the chain."""
+    tree widths up to AUTO_TREE_WIDTH where `tree_width` is "auto", up to a whole number
+    `tree_width`, else the chain."""
     if k == "auto":
-        return auto_k(target, drafter, AUTO_TREE_WIDTH if tree_width == "auto" else 1)
+        return auto_k(target, drafter, AUTO_TREE_WIDTH if tree_width == "auto" else tree_width)
     check_k(k)
     return k
 

@@ -131,7 +131,9 @@ class Stats:
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
-    rejected: int = 0  # rounds that ended in a rejection (the rest earned a bonus token)
+    # Rounds whose chain met a rejection: α's denominator. A tree round that then kept a sibling
+    # counts here too, though it earned a bonus from the sibling's row (`siblings_kept`).
+    rejected: int = 0
     siblings_kept: int = 0  # tree rounds that kept a sibling after the chain's token was rejected
     # Chain drafts that judging token by token would have kept with the same drafts and
     # uniforms, summed over the rounds that can tell (every chain round); `token_rounds` counts
@@ -148,7 +150,8 @@ class Stats:
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
     draft_passes: int = 0
-    accepted_hist: list[int] = field(default_factory=list)  # accepted_hist[n] = rounds with n kept
+    # accepted_hist[n] = rounds that kept n drafted tokens (a tree's kept sibling counted)
+    accepted_hist: list[int] = field(default_factory=list)
     prefill_time: float = 0.0
     draft_time: float = 0.0
     verify_time: float = 0.0
@@ -252,8 +255,8 @@ class Stats:
         self.draft_time += r.draft_time
         self.verify_time += r.verify_time
         self.verify_times.setdefault(r.k, []).append(r.verify_time)
-        self.accepted_hist += [0] * (r.n_accepted + 1 - len(self.accepted_hist))
-        self.accepted_hist[r.n_accepted] += 1
+        self.accepted_hist += [0] * (r.kept + 1 - len(self.accepted_hist))
+        self.accepted_hist[r.kept] += 1
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "verify_times"}

@@ -268,3 +268,25 @@ def test_a_width_chosen_automatically_runs_and_greedy_stays_the_chain(pair):
                        max_new_tokens=16, tree_width="auto", seed=1)  # fmt: skip
     assert len(sampled.tokens) == 16
     assert all(r.width == 1 or r.siblings_tried or r.n_accepted == r.k for r in sampled.rounds)
+
+
+def test_a_tree_runs_auto_k_at_the_width_it_verifies_and_counts_kept_siblings(pair):
+    """k="auto" with a whole-number tree width prices trees up to that width (as the page does),
+    so every round the engine verifies is a shape the policy priced; a kept sibling counts in the
+    kept-tokens histogram."""
+    from specdemo import generate
+    from specdemo.drafters import make_drafter
+    from specdemo.engine import make_generator, resolve_k
+    from specdemo.sampling import SamplingConfig
+
+    drafter = make_drafter(
+        "model", pair.draft, SamplingConfig(1.0), make_generator(0, "cpu"), "cpu"
+    )
+    assert resolve_k("auto", pair.target, drafter, 3).max_width == 3
+    ids = pair.tokenizer("def f(x):", return_tensors="pt").input_ids
+    result = generate(pair.target, pair.draft, ids, k="auto", temperature=1.0, tree_width=3,
+                      max_new_tokens=48, seed=0)  # fmt: skip
+    assert all(r.width <= 3 for r in result.rounds)
+    hist = result.stats.accepted_hist
+    assert sum(n * count for n, count in enumerate(hist)) == sum(r.kept for r in result.rounds)
+    assert sum(hist) == result.stats.rounds
