@@ -181,7 +181,11 @@ TREE_RULE = (
     "**Exact, over a tree: try the guesses in the order drawn, each kept with min(1, p/q), where "
     "q leaves out the guesses already tried and p is what the earlier rejections left, "
     "max(0, p − q) normalised; if none is kept, draw from what is left of p.** This is "
-    "recursive rejection sampling without replacement; with one guess it is the chain's rule."
+    "recursive rejection sampling without replacement; with one guess it is the chain's rule. "
+    "The draws here use the rule's closed form, vectorised over all N at once "
+    "(`tree.first_token_samples`), not the engine's walk of each tree; the tests check that "
+    "form against the engine's own node rule, enumerated exactly, and run χ² on the engine's "
+    "tree rounds."
 )
 
 

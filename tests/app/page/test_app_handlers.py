@@ -178,6 +178,7 @@ def test_the_exactness_check_takes_a_tree_width(pair):
     assert sampling["width"] == 3 and sampling["p_value_speculative"] > 1e-3
     assert sampling["kept"] > sampling["first_accept"] + 0.02  # 20,000 draws: s.e. ≤ 0.0035
     assert "trees 3 guesses wide" in summary and "up to 3 of the draft's guesses" in summary
+    assert "closed form" in summary and "not the engine's walk" in summary
     assert (
         "chains of one guess a position" in summary
         and "without replacement" in summary
