@@ -39,7 +39,7 @@ from specdemo.engine import (
 from specdemo.lm import Stopwatch
 from specdemo.machine import machine
 from specdemo.profile import measure_costs
-from specdemo.rounds import Stats
+from specdemo.rounds import Stats, pooled_expected_gain, pooled_judge_gain
 from specdemo.sampling import SamplingConfig
 from specdemo.text import encode_prompt
 from specdemo.theory import StepCosts, expected_speedup
@@ -322,15 +322,6 @@ def judges_of(args) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def pooled_expected_gain(stats: list) -> float | None:
-    """``Stats.expected_gain`` over several runs' rounds pooled; None without block rounds."""
-    rounds = sum(s.expected_rounds for s in stats)
-    if not rounds:
-        return None
-    block, token = (sum(getattr(s, f"expected_{j}") for s in stats) for j in ("block", "token"))
-    return (rounds + block) / (rounds + token)
-
-
 def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, cells, plain):
     """One prompt's runs under one load, interleaved: target-only generate, the engine's plain
     loop, and for each k the peer and each method; appends to `cells` (keyed (method, k, n))
@@ -372,8 +363,6 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
     """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead); `kind`
     names the method ("model", "lookup, tree 2", "model, block"), its drafter first."""
     drafter = kind.split(",")[0]
-    kept = sum(s.chain_kept for _, _, s, _ in runs)
-    token_kept = sum(s.token_kept for _, _, s, _ in runs)
     alpha = median([s.alpha for _, _, s, _ in runs])
     speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
     tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
@@ -399,7 +388,7 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
         busy=n,
         mean_k=median([s.drafted / s.rounds if s.rounds else 0.0 for _, _, s, _ in runs]),
         judge=judge,
-        judge_gain=kept / token_kept if token_kept else None,
+        judge_gain=pooled_judge_gain([s for _, _, s, _ in runs]),
         expected_gain=pooled_expected_gain([s for _, _, s, _ in runs]),
     )
     if k == "auto" or drafter == "hybrid":  # k or the draft's cost changes from round to round

@@ -178,18 +178,14 @@ class Stats:
     def judge_gain(self) -> float | None:
         """Drafts the judge kept over what judging token by token keeps of the same drafts with
         the same uniforms, over the chain rounds (1 for the token judge); None before any."""
-        return self.chain_kept / self.token_kept if self.token_kept else None
+        return pooled_judge_gain([self])
 
     @property
     def expected_gain(self) -> float | None:
         """Tokens a pass the block judge gives over what token by token gives on the same
         drafts, both on average over the uniforms: (rounds + block's expected kept) over
         (rounds + token by token's), over the rounds judged as a block; None before any."""
-        if not self.expected_rounds:
-            return None
-        return (self.expected_rounds + self.expected_block) / (
-            self.expected_rounds + self.expected_token
-        )
+        return pooled_expected_gain([self])
 
     @property
     def tokens_per_pass(self) -> float:
@@ -273,6 +269,21 @@ class Stats:
             expected_gain=self.expected_gain,
         )
         return d
+
+
+def pooled_judge_gain(stats: list[Stats]) -> float | None:
+    """``Stats.judge_gain`` over several runs' chain rounds pooled; None without any."""
+    token = sum(s.token_kept for s in stats)
+    return sum(s.chain_kept for s in stats) / token if token else None
+
+
+def pooled_expected_gain(stats: list[Stats]) -> float | None:
+    """``Stats.expected_gain`` over several runs' block rounds pooled; None without any."""
+    rounds = sum(s.expected_rounds for s in stats)
+    if not rounds:
+        return None
+    block, token = (sum(getattr(s, f"expected_{j}") for s in stats) for j in ("block", "token"))
+    return (rounds + block) / (rounds + token)
 
 
 @dataclass(frozen=True)

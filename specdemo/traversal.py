@@ -21,6 +21,7 @@ import torch
 
 from specdemo.sampling import check_tokens, sample
 from specdemo.tree import Fishbone, TreeVerdict, Trial
+from specdemo.verify import running_weights
 
 
 def _where(condition, a, b):
@@ -111,13 +112,11 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
     then = torch.stack([v.then for v in visits])[first]
     token = sample(then[None], generator)
     k, n = len(tree.chain), len(visits)
-    weights, w = [], p.new_ones(())
-    for d, x in enumerate(tree.chain):
-        w = torch.clamp(w * p[d, x] / q[d, x].clamp_min(1e-300), max=1.0)
-        weights.append(w)
+    depths, chain = torch.arange(k, device=p.device), torch.tensor(tree.chain, device=p.device)
+    weights = torch.exp(running_weights(p[depths, chain][None], q[depths, chain][None]))[0]
     seen = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=p.device)
                         for visit in visits for v in (visit.p_x, visit.q_x)])  # fmt: skip
-    parts = [first[None].double(), token.double(), chances, u, seen, *[w[None] for w in weights]]
+    parts = [first[None].double(), token.double(), chances, u, seen, weights]
     host = torch.cat([t.view(-1) for t in parts]).tolist()
     at, token = int(host[0]), check_tokens([int(host[1])], "tree")[0]
     chances, u = host[2 : 2 + n], host[2 + n : 2 + 2 * n]

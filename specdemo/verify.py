@@ -284,7 +284,8 @@ def verify(
     if not host[0]:
         raise ValueError("verify: a probability row of p or q was all zero or not finite")
     expected = tuple(host[-2:]) if judge == "block" else None
-    rows = [host[4 + i * k : 4 + (i + 1) * k] for i in range((len(host) - 4) // k)]
+    per_position = 6 if judge == "block" else 4  # p_x, q_x, accept_prob, u (w, h)
+    rows = [host[4 + i * k : 4 + (i + 1) * k] for i in range(per_position)]
     return Verdict(
         n_accepted=int(host[1]),
         next_token=check_tokens([int(host[2])], "verify")[0],

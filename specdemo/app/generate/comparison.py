@@ -126,7 +126,9 @@ def _column(run: SpecRun | TargetRun | None) -> list[str]:
         *timing,
         JUDGES[s.verify],
         f"{s.kept_rate:.2f}",
-        f"{s.accepted / s.rounds:.2f}" if s.rounds else "0",
+        f"{(s.accepted + s.siblings_kept) / s.rounds:.2f}"
+        if s.rounds
+        else "0",  # a tree: its sibling too
         f"{run.mean_k:.1f}",
         f"{s.tokens_per_pass:.2f}",
         f"{s.target_passes}",
