@@ -30,7 +30,7 @@ RACE_DONE = (
 # No output busy, and every Plotly chart drawn with its points.
 SETTLED = (
     "!document.querySelector('.progress-level, .eta-bar')"
-    " && document.querySelectorAll('#kept-plot .scatterlayer .point').length > 0"
+    " && document.querySelectorAll('#speedup-plot .scatterlayer .point').length > 0"
 )
 
 # The race's outcome on the page, in page pixels: from the top of its comparison table to the

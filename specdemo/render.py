@@ -17,13 +17,13 @@ from specdemo.text import Detokenizer
 COLORS = {
     "accepted": "#009e73",  # bluish green
     "resampled": "#d55e00",  # vermillion
-    "bonus": "#e69f00",  # orange
+    "bonus": "#9467bd",  # purple: apart from resampled's vermillion on a projector too
     "rejected": "#000000",  # black: grey at half opacity, struck through
     "target": "#cccccc",  # light grey
 }
 # The cue without colour, as in the app (style.CSS): accepted plain, resampled underlined, bonus
 # boxed (SGR 7, reverse video), rejected struck through (SGR 9).
-ANSI = {"accepted": "32", "resampled": "4;31", "bonus": "7;33", "rejected": "9;37", "target": "0"}
+ANSI = {"accepted": "32", "resampled": "4;31", "bonus": "7;35", "rejected": "9;37", "target": "0"}
 
 
 def round_spans(r: Round, detok: Detokenizer, show_rejected: bool = True) -> list[tuple[str, str]]:

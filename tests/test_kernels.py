@@ -233,8 +233,9 @@ def test_every_tab_runs_on_the_kernel_chosen_here(cache, clean_model_env):
     pair = load_pair("tiny", precision="4bit", device="cpu", cache=cache)
     s = pair.summary
     assert s.precision in pairs.FOUR_BIT and s.kernel_note
-    line = handlers.model_markdown(s)
+    line = handlers.model_details(s)
     assert pairs.KERNEL_LABELS[s.precision] in line and s.kernel_note in line
+    assert "4-bit" in handlers.model_markdown(s) and s.kernel_note not in handlers.model_markdown(s)
     *_, last = handlers.generate(pair, PROMPT, max_new_tokens=24)
     assert any("Speedup" in str(v) for v in last)
     for values in (

@@ -74,15 +74,17 @@ K_ZERO = "K = 0 — drafting would not pay here"
 
 def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ()) -> go.Figure:
     """This run: drafts proposed and accepted in each round (bars), the K asked for (marks: the
-    one automatic K chose, which a drafter may cut short) and drafts kept / drafted so far (line).
-    A round asked for K = 0 is a plain target step, marked and labelled."""
+    one automatic K chose, which a drafter may cut short) and drafts kept / drafted so far (line,
+    its counts in the hover and, for the run so far, in the legend). A round asked for K = 0 is
+    a plain target step, marked and labelled."""
     if not accepted:
         return placeholder("Accepted drafts per round appear here during a run")
     rounds = list(range(1, len(accepted) + 1))
-    running, kept, tried = [], 0, 0
+    running, counts, kept, tried = [], [], 0, 0
     for a, d in zip(accepted, drafted, strict=True):
         kept, tried = kept + a, tried + d
         running.append(kept / tried if tried else None)
+        counts.append(f"{kept}/{tried}")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_trace(
         go.Bar(x=rounds, y=drafted, name="drafts proposed", marker_color="#d1d5db"),
@@ -102,9 +104,11 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
         go.Scatter(
             x=rounds,
             y=running,
-            name="kept / drafted so far",
+            name=f"kept / drafted so far{_so_far(running[-1], counts[-1])}",
             mode="lines",
             line={"color": COLORS["bonus"], "width": 3},
+            customdata=counts,
+            hovertemplate="round %{x}: %{y:.0%} kept so far (%{customdata})<extra></extra>",
         ),
         secondary_y=True,
     )
@@ -116,11 +120,16 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     fig.update_xaxes(title_text="round (one target pass)", range=[0.5, len(rounds) + 0.5])
     fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
     fig.update_yaxes(
-        title_text="kept / drafted so far", range=[0, 1.05], secondary_y=True, showgrid=False
-    )
+        title_text="kept / drafted so far", range=[0, 1.05], secondary_y=True, showgrid=False,
+        tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%",
+    )  # fmt: skip
     fig = layout(fig, "This run, round by round", height=420)
     fig.update_layout(barmode="overlay")
     return fig
+
+
+def _so_far(rate: float | None, count: str) -> str:
+    return "" if rate is None else f": {rate:.0%} ({count})"
 
 
 def _add_asked(fig: go.Figure, rounds: list[int], asked: list[int]) -> None:
@@ -158,59 +167,6 @@ def _add_asked(fig: go.Figure, rounds: list[int], asked: list[int]) -> None:
         font={"size": 15},
         arrowhead=2,
     )
-
-
-RESIDUAL_BAND = 3.0  # |(O − E)/√E| an exact sampler's bin stays within, nearly always
-RESIDUAL_CAP = 10.0  # larger residuals (a draw where p is 0 among them) are drawn at the cap
-
-
-def residuals(p: list[float], frequency: list[float], n: int) -> list[float]:
-    """Each bin's standardised residual (O − E)/√E of n draws against p: about N(0, 1) for an
-    exact sampler, so a 1% shift in a small bin stands out as clearly as one in a large bin.
-    Capped at ±RESIDUAL_CAP; a draw in a bin p gives 0 counts at the cap."""
-    out = []
-    for expected, observed in zip((x * n for x in p), (f * n for f in frequency), strict=True):
-        if expected > 0:
-            r = (observed - expected) / expected**0.5
-        else:
-            r = RESIDUAL_CAP if observed > 0.5 else 0.0
-        out.append(max(-RESIDUAL_CAP, min(RESIDUAL_CAP, r)))
-    return out
-
-
-def exactness_chart(
-    labels: list[str],
-    p: list[float],
-    spec: list[float],
-    direct: list[float],
-    n: int,
-    title: str = "The next token: three ways",
-) -> go.Figure:
-    """Histograms: speculative draws and direct draws beside the exact p; below them, each
-    bin's standardised residual, where an exact sampler shows noise within ±RESIDUAL_BAND and
-    a mistaken rule shows the bins it pushes and pulls."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.62, 0.38],
-                        vertical_spacing=0.06)  # fmt: skip
-    for name, values, color, shape in (
-        ("exact p", p, "#374151", ""),
-        (f"speculative ({n:,} draws)", spec, COLORS["accepted"], "/"),
-        (f"direct from p ({n:,} draws)", direct, COLORS["bonus"], "."),
-    ):
-        fig.add_trace(go.Bar(x=labels, y=values, name=name, marker_color=color,
-                             marker_pattern_shape=shape), row=1, col=1)  # fmt: skip
-    for name, values, color, shape in (("speculative", spec, COLORS["accepted"], "/"),
-                                       ("direct", direct, COLORS["bonus"], ".")):  # fmt: skip
-        fig.add_trace(
-            go.Bar(x=labels, y=residuals(p, values, n), name=f"{name}: (O − E)/√E",
-                   marker_color=color, marker_pattern_shape=shape, showlegend=False),
-            row=2, col=1,
-        )  # fmt: skip
-    for y in (-RESIDUAL_BAND, RESIDUAL_BAND):
-        fig.add_hline(y=y, line_dash="dot", line_color="#9ca3af", row=2, col=1)
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title_text="probability / frequency", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="(O − E)/√E", row=2, col=1)
-    return layout(fig, title, height=560)
 
 
 def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:

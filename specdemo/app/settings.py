@@ -34,7 +34,13 @@ DEFAULTS = {
     "n": 20_000,
 }
 # The other tabs start where their lesson shows best: sampling at T = 1; K = 4 to step through.
-EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0, "rule": EXACT.name}
+# Is it exact? starts on a prompt whose first token the embedded pair spreads over several
+# words that its two models weigh differently. At these defaults, on either 4-bit kernel, each
+# mistake the first token shows moves a shown bar by 0.12 or more, caught by N = 20,000 draws
+# with probability above 0.99 (tests/app/exact/test_app_exactness.py); block-prefix moves the
+# first two tokens 0.18 or more in total variation, as computed from both models' rows.
+EXACT_PROMPT = "Name a fruit. Answer with one word."
+EXACT_DEFAULTS = {**DEFAULTS, "temperature": 1.0, "rule": EXACT.name, "prompt": EXACT_PROMPT}
 STEP_DEFAULTS = {**DEFAULTS, "k": 4, "temperature": 1.0}
 SWEEP_DEFAULTS = {"ks": (1, 2, 4, "auto"), "temperatures": (0.0, 1.0)}
 DRAFTERS = {

@@ -4,6 +4,7 @@ Open ``race.py`` first: ``run_speculative`` and ``run_target`` stream the two ru
 round. ``run_record`` keeps a finished race as one row of figures, ``comparison`` writes the
 race's table and coloured tokens, ``costs`` turns the machine's measured step costs into the
 predicted speedup curves and the cost note, and ``session_charts`` draws a session's runs
-against K. The lesson: the target checks K guesses in one pass, so the same text comes out
-while the target runs once per several tokens, and whether that pays depends on measured costs.
+against K (``speedup_curves`` adds the formulas' curves, each named at its end). The lesson:
+the target checks K guesses in one pass, so the same text comes out while the target runs once
+per several tokens, and whether that pays depends on measured costs.
 """

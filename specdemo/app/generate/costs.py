@@ -4,9 +4,8 @@
 K: the textbook's, which charges a round c*K + 1 target steps (verify = one step), and the one
 predicted from the costs measured on this machine (``theory.StepCosts``: a plain target step, a
 draft step, and the verify pass for each K that ``profile.costs_for`` timed). ``cost_note`` says,
-computed from those numbers, why the two differ; ``position_counts`` is how often each draft
-position was kept (``RunRecord.time_split``: where a run's time went).
-"""
+computed from those numbers and in one sentence, why the two differ, with the rest under "More on
+the costs"; ``position_counts`` is how often each draft position was kept."""
 
 import itertools
 from collections import defaultdict
@@ -90,13 +89,16 @@ def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
 
 BUSY = 1.25  # a run's steps this many times slower (or faster) than profiled: a busier machine
 NOISE = 0.9  # a verify timed below this many plain steps is noise, not a cost
+MORE = "More on the costs"  # opens what the note's one sentence leaves out
 
 
 def cost_note(runs: list[RunRecord]) -> str:
     """One sentence, from the measured numbers, on why the latest run's group's two curves
-    differ; then how much of the measured runs' time the formulas leave out. Every ratio in the
-    sentence comes from the profile, whose timings were taken in turns under one load; a run
-    timed on a busier machine says so (``load_note``) instead of mixing the two."""
+    differ; under it, closed (an HTML ``<details>``, which ``gr.Markdown`` keeps), where the
+    verify cost jumps, what a tree costs, why a GPU's draft step costs what it does, how much of
+    the measured runs' time the formulas leave out, and a change of load. Every ratio comes from
+    the profile, whose timings were taken in turns under one load; a run timed on a busier
+    machine says so (``load_note``) instead of mixing the two."""
     if not runs:
         return NOTE_PLACEHOLDER
     key = runs[-1].group
@@ -107,31 +109,41 @@ def cost_note(runs: list[RunRecord]) -> str:
     k = runs[-1].k if runs[-1].k in curve.costs.t_verify else curve.best_k
     verify = curve.costs.verify_cost(k)
     if verify < NOISE:
-        return (
+        disturbed = (
             f"*The step profile is disturbed: it timed a verify of {k + 1} tokens at "
             f"{verify:.2f} plain steps, which no pass can cost, so the machine's load changed "
-            "while it was timed. Restart the app on a quieter machine to re-profile.*"
-        ) + load_note(runs[-1])
+            "while it was timed; restart the app on a quieter machine to re-profile.*"
+        )
+        return disturbed + more(load_note(runs[-1]))
     c = curve.costs.c
     draft = f"a draft step {c:.2f} of one" if c else "a prompt-lookup draft costs no model step"
     best, textbook = curve.best_k, curve.textbook_best_k
     peak, textbook_peak = curve.predicted[best], curve.textbook[textbook]
     level = " (level with it, within timing noise)" if peak >= textbook_peak else ""
-    note = (
+    headline = (
         f"**Why the two curves differ** ({curve.name}, α per draft = {curve.alpha:.2f}): "
         f"verifying {k + 1} tokens (K = {k}) costs {verify:.2f} target steps on this machine, "
         f"and {draft}, so the curve predicted from measured costs peaks at {peak:.2f}× "
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
-    return (
-        note
-        + jump_sentence(curve.costs)
-        + tree_sentence(runs[-1])
-        + layers_sentence(runs[-1])
-        + overhead_sentence(group)
-        + load_note(runs[-1])
+    return headline + more(
+        jump_sentence(curve.costs),
+        tree_sentence(runs[-1]),
+        layers_sentence(runs[-1]),
+        overhead_sentence(group),
+        load_note(runs[-1]),
     )
+
+
+def more(*paragraphs: str) -> str:
+    """The non-empty `paragraphs` in a closed block under the note's sentence, opened by MORE; ""
+    when all are empty. Blank lines around each keep Markdown working inside the HTML."""
+    shown = [p.strip() for p in paragraphs if p.strip()]
+    if not shown:
+        return ""
+    body = "\n\n".join(shown)
+    return f"\n\n<details><summary>{MORE}</summary>\n\n{body}\n\n</details>"
 
 
 JUMP = 0.5  # target steps: a verify one token wider costing this much more is a jump

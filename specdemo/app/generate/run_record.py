@@ -36,7 +36,9 @@ class RunRecord:
     seed: int = 0
     max_new_tokens: int = 0
     # Acceptance, measured.
-    kept_rate: float = 0.0  # drafts kept / drafted
+    kept_rate: float = 0.0  # drafts_kept / drafted
+    drafts_kept: int = 0
+    drafted: int = 0
     alpha: float = 0.0  # drafts kept / judged: the α of the formulas
     tokens_per_pass: float = 0.0
     expected_tokens_per_pass: float | None = None  # the i.i.d. formula at alpha
@@ -108,6 +110,8 @@ class RunRecord:
             seed=config.seed,
             max_new_tokens=config.max_new_tokens,
             kept_rate=s.kept_rate,
+            drafts_kept=s.accepted,
+            drafted=s.drafted,
             alpha=s.alpha,
             tokens_per_pass=s.tokens_per_pass,
             expected_tokens_per_pass=statistics.fmean(expected) if expected else None,

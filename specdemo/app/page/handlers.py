@@ -23,6 +23,7 @@ from specdemo.app.page import gpu, gpu_notes, jobs, replay, work
 from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
 from specdemo.app.step import microscope
+from specdemo.models.pairs import FOUR_BIT
 
 CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
@@ -228,16 +229,28 @@ def reset_step() -> list:
 
 
 def model_markdown(summary) -> str:
-    """The loaded pair in one line: names, sizes, precision, device, load time, why its 4-bit
-    kernel runs, and why the precision running is not the one asked for, when it is not."""
+    """The loaded pair in the line a learner needs: the two models, their sizes, 4-bit or not,
+    and the device; and a warning when the pair or precision is not the one asked for.
+    ``model_details`` has the rest."""
     s = summary
+    bits = "4-bit" if s.precision in FOUR_BIT else s.label
     return (
         f"**Target** {s.target_name} ({_params(s.target_params)}) · "
-        f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · "
+        f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · {bits} on "
+        f"{'the CPU' if s.device == 'cpu' else s.device.upper()}"
+        + (f" · ⚠ {s.note}" if s.note else "")
+    )
+
+
+def model_details(summary) -> str:
+    """The machine's details, one click away: the precision as it runs and why its 4-bit kernel
+    runs, the device, the pair's name, how long it took to load, and a larger pair this GPU has
+    room for."""
+    s = summary
+    return (
         f"**Precision** {s.label}"
         + (f": {s.kernel_note}" if s.kernel_note else "")
         + f" · **Device** {s.device} · pair `{s.pair}`, loaded in {s.load_seconds:.1f} s"
-        + (f" · ⚠ {s.note}" if s.note else "")
         + (f" · {s.suggestion[0].upper()}{s.suggestion[1:]}" if s.suggestion else "")
     )
 

@@ -102,7 +102,8 @@ class Preparation:
             self._pair = pair
         if self._console:
             self._console.write(
-                f"specdemo: {handlers.model_markdown(pair.summary)}".replace("**", "")
+                f"specdemo: {handlers.model_markdown(pair.summary)} · "
+                f"{handlers.model_details(pair.summary)}".replace("**", "")
             )
             self._console.write(f"specdemo: ready in {self.seconds:.0f} s")
 

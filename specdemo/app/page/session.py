@@ -25,14 +25,14 @@ RESULT_COLUMNS = [
     "run",
     "K",
     "T",
+    "speedup",  # the deciding column, among the first, where a phone's narrow table shows it
+    "predicted",
     "drafter",
     "kept / drafted",
     "tokens/pass",
     "tokens/pass expected (i.i.d.)",
     "spec tok/s",
     "target tok/s",
-    "speedup",
-    "predicted",
     "efficiency",
     "c",
 ]
@@ -85,6 +85,8 @@ def results_table(runs: list[RunRecord]) -> list[list]:
             i,
             f"auto ({r.mean_k:.1f})" if r.k == "auto" else r.k,
             r.temperature,
+            round(r.speedup, 2),
+            _maybe(r.predicted_speedup, 2),
             DRAFTERS[r.drafter]
             + (f", tree {r.tree_width}" if r.tree_width > 1 else "")
             + (", judged as a block" if r.judge == "block" else ""),
@@ -93,8 +95,6 @@ def results_table(runs: list[RunRecord]) -> list[list]:
             _maybe(r.expected_tokens_per_pass, 2),
             round(r.spec_tokens_per_s, 1),
             round(r.target_tokens_per_s, 1),
-            round(r.speedup, 2),
-            _maybe(r.predicted_speedup, 2),
             _maybe(r.efficiency, 2),
             _maybe(r.c, 3),
         ]

@@ -28,22 +28,29 @@ def _paint(kind: str) -> str:
 
 
 LARGE_CSS = f":root.large-text, :root.large-text .dark {{ {LARGE_SIZES} }}\n"
-BONUS_BOX = (
-    f".token-pane .tok.bonus {{ outline: 2px solid {COLORS['bonus']}; outline-offset: -2px; }}\n"
-)
+# A bonus token is boxed in a dark line, a shape no other kind has.
+BONUS_BOX = ".token-pane .tok.bonus { outline: 2px solid #1f2937; outline-offset: -1px; }\n"
 CSS = (
     LARGE_CSS
     + "".join(map(_paint, SPEC_KINDS))
     + BONUS_BOX
     + """
 /* token_pane: each token a .tok with its kind as a class, in the text and its legend. */
+/* The answer in a monospace font, its spaces kept: code keeps its real indentation. */
 .token-pane .tok-text {
-  font-size: calc(1.2 * var(--text-md)); line-height: 2.1; white-space: pre-wrap;
+  font-family: var(--font-mono); font-size: calc(1.1 * var(--text-md)); line-height: 2.1;
+  white-space: pre-wrap;
   overflow-wrap: anywhere;  /* a long run of tokens without a space still wraps on a phone */
 }
 .token-pane .tok { color: black; border-radius: var(--radius-sm); margin: 0 1px; padding: 0 1px; }
-.token-pane .tok-legend { margin-bottom: var(--size-2); }
-.token-pane .tok-legend .tok { padding: 0 var(--size-1); white-space: nowrap; }
+/* The key above an answer's panes: each kind as the text draws it, then what it means. */
+.token-key .tok-legend { display: flex; flex-wrap: wrap; gap: var(--size-1) var(--size-4);
+  align-items: baseline; }
+.token-key .key-title { font-weight: 600; }
+.token-key .key-entry { white-space: nowrap; }
+.token-key .tok { padding: 0 var(--size-1); line-height: 1.8; }
+@media (max-width: 640px) { .token-key .key-entry { white-space: normal; } }
+.pane-head p { margin: 0; }
 /* Each kind's cue without colour (render.ANSI has the terminal's): accepted plain, resampled
    wavy-underlined, bonus boxed (BONUS_BOX), rejected struck through. */
 .token-pane .tok.resampled {
@@ -51,10 +58,8 @@ CSS = (
 }
 .token-pane .tok.rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
 .token-pane .tok-text .tok.rejected { opacity: 0.75; }
-/* Beside drafted tokens, a token the target chose alone (automatic K chose K = 0) is dotted. */
-:is(#spec-pane, #step-pane) .tok.target {
-  text-decoration: underline dotted; text-decoration-thickness: 2px;
-}
+/* The target's own tokens are dotted, in every pane alike. */
+.token-pane .tok.target { text-decoration: underline dotted; text-decoration-thickness: 2px; }
 /* Read by screen readers, not shown, not copied with the answer. */
 .sr-only {
   position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);
@@ -76,17 +81,21 @@ CSS = (
 """
 )
 
+# The judge that runs by default, as the page's second sentence says it (``verify.JUDGES``).
 JUDGE_SENTENCE = {
-    "token": "judges each guess on its own, keeping it with probability min(1, p/q) until the "
-    "first it rejects (Judge: token by token; the whole block keeps as many or more)",
-    "block": "judges the guesses as one block, which keeps at least as many as judging each "
-    "on its own with min(1, p/q) would (Judge: the whole block)",
+    "token": "keeps each guess x with probability min(1, p(x)/q(x)), where **p** is the "
+    "target's probability of x and **q** the draft's, and replaces the first guess it turns "
+    "down with a token drawn from what p has left over",
+    "block": "judges the guesses as one block, from **p**, the target's probabilities, and "
+    "**q**, the draft's, keeping at least as many as judging each guess on its own would, and "
+    "replaces the first guess it turns down with a token drawn from what p has left over",
 }
 INTRO = (
     "# Speculative decoding, made visible\n"
-    "A small **draft** model guesses K tokens; the big **target** model checks all of them in "
-    f"one pass and {JUDGE_SENTENCE[DEFAULTS['verify']]}. The answer follows the target "
-    "model exactly — it just arrives in fewer target passes."
+    "A small **draft** model guesses the next K tokens; the big **target** model checks all K "
+    "in one pass. It "
+    f"{JUDGE_SENTENCE[DEFAULTS['verify']]}, so the answer follows the target's own "
+    "distribution exactly, in fewer target passes."
 )
 EXACT_INTRO = (
     "Draw the next token N times through the speculative accept/resample path and N times "

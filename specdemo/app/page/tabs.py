@@ -9,7 +9,7 @@ from specdemo.app.generate import comparison, costs, session_charts
 from specdemo.app.page import handlers
 from specdemo.app.page.session import RESULT_COLUMNS
 from specdemo.app.page.style import EXACT_INTRO, SPEC_KINDS, STEP_INTRO
-from specdemo.app.page.token_pane import token_pane
+from specdemo.app.page.token_pane import token_key, token_pane
 from specdemo.app.settings import (
     DEFAULTS,
     DRAFTERS,
@@ -47,9 +47,10 @@ def seed_box() -> gr.Number:
     return gr.Number(DEFAULTS["seed"], label="Seed", precision=0, minimum=0)
 
 
-def drafter_radio() -> gr.Radio:
+def drafter_radio(render: bool = True) -> gr.Radio:
     choices = [(label, value) for value, label in DRAFTERS.items()]
-    return gr.Radio(choices, value=default_drafter(resolve_device()), label="Drafter")
+    value = default_drafter(resolve_device())
+    return gr.Radio(choices, value=value, label="Drafter", render=render)
 
 
 JUDGE_INFO = (
@@ -75,21 +76,62 @@ def plot(figure, label: str, elem_id: str | None = None) -> gr.Plot:
 # ---------------------------------------------------------------- tabs
 
 
+# The answer's panes: what each is, where the eye lands, so two texts that differ at a
+# temperature above 0 read as the two samples they are.
+SPEC_HEAD = "**Speculative: draft + target** · sample 1 of the target's distribution"
+TARGET_HEAD = "**Target alone** · sample 2 of the same distribution"
+
+
+def more_settings(w: dict) -> None:
+    """The race's settings beyond K and temperature, under "More settings", into `w`."""
+    with gr.Row():
+        w["top_p"] = top_p_slider()
+        w["top_k"] = slider("top_k", "Top-k", "0 = off")
+    with gr.Row():
+        w["max_new_tokens"] = slider("max_new_tokens", "Max new tokens", elem_id="max-new-tokens")
+        w["seed"] = seed_box()
+    w["system"] = gr.Textbox(label="System prompt", lines=2, placeholder="optional, e.g. Be brief.")
+    w["drafter"].render()  # made before the example prompts that set it
+    w["judge"] = judge_radio(elem_id="judge")
+    with gr.Row():
+        w["adaptive"] = gr.Checkbox(
+            DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
+        )
+        w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
+    w["tree_width"] = tree_width_slider(
+        auto=". With Auto K, the widest tree it may choose, round by round (the chain where a "
+        "tree does not pay)"
+    )
+    w["fresh"] = gr.Checkbox(
+        False,
+        label="Fresh run",
+        info="Measure again: otherwise a run already measured here with the same prompt, "
+        "settings and seed is replayed, with its measured timings",
+        elem_id="fresh-run",
+    )
+
+
 def generate_tab(
     first: str, examples: list[dict], sweep_note: str = "", gpu_note: str = ""
 ) -> dict:
     """The race, its charts and the sweep; components named as the handlers' parameters and
     outputs (GENERATE_OUTPUTS, SWEEP_OUTPUTS), plus the buttons. `gpu_note`: what a run asks a
     ZeroGPU visitor for (shown only there)."""
-    w = {}
-    with gr.Row():
-        with gr.Column():
-            w["prompt"] = gr.Textbox(first, label="Prompt", lines=5, max_lines=14)
-            with gr.Accordion("System prompt (optional)", open=False):
-                w["system"] = gr.Textbox(
-                    label="System prompt", show_label=False, lines=2, placeholder="e.g. Be brief."
+    w = {"drafter": drafter_radio(render=False)}
+    with gr.Row(elem_id="race-settings"):
+        with gr.Column(scale=3):
+            w["prompt"] = gr.Textbox(first, label="Prompt", lines=4, max_lines=14)
+            if examples:
+                gr.Examples(
+                    [[e["prompt"], e.get("drafter", "model")] for e in examples],
+                    inputs=[w["prompt"], w["drafter"]],
+                    example_labels=[e.get("label", e["prompt"][:40]) for e in examples],
+                    label="Example prompts",
                 )
-        with gr.Column():
+            with gr.Row():
+                w["run"] = gr.Button("Generate", variant="primary", elem_id="generate")
+                w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
+        with gr.Column(scale=2):
             with gr.Row():
                 w["k"] = slider("k", "K", "draft tokens per round, when not auto", elem_id="k")
                 w["temperature"] = slider(
@@ -97,69 +139,44 @@ def generate_tab(
                 )
             w["auto_k"] = gr.Checkbox(
                 DEFAULTS["auto_k"],
-                label="Auto K: choose K before each round from this machine's measured costs",
+                label="Auto K",
+                info="Choose K before each round from this machine's measured costs",
                 elem_id="auto-k",
             )
-            with gr.Row():
-                w["top_p"] = top_p_slider()
-                w["top_k"] = slider("top_k", "Top-k", "0 = off")
-            with gr.Row():
-                w["max_new_tokens"] = slider(
-                    "max_new_tokens", "Max new tokens", elem_id="max-new-tokens"
-                )
-                w["seed"] = seed_box()
-            w["drafter"] = drafter_radio()
-            w["judge"] = judge_radio(elem_id="judge")
-            with gr.Row():
-                w["adaptive"] = gr.Checkbox(
-                    DEFAULTS["adaptive"], label="Stop drafting when the draft is unsure"
-                )
-                w["show_rejected"] = gr.Checkbox(True, label="Show rejected drafts")
-            w["tree_width"] = tree_width_slider(
-                auto=". With Auto K, the widest tree it may choose, round by round (the chain "
-                "where a tree does not pay)"
-            )
-    if examples:
-        gr.Examples(
-            [[e["prompt"], e.get("drafter", "model")] for e in examples],
-            inputs=[w["prompt"], w["drafter"]],
-            example_labels=[e.get("label", e["prompt"][:40]) for e in examples],
-            label="Example prompts",
-        )
-    with gr.Row():
-        w["run"] = gr.Button("Generate", variant="primary", elem_id="generate")
-        w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop")
-        w["fresh"] = gr.Checkbox(
-            False,
-            label="Fresh run",
-            info="Measure again: otherwise a run already measured here with the same prompt, "
-            "settings and seed is replayed, with its measured timings",
-            elem_id="fresh-run",
-        )
+            with gr.Accordion("More settings", open=False, elem_id="more-settings"):
+                more_settings(w)
     w["gpu_note"] = gr.Markdown(gpu_note, visible=bool(gpu_note), elem_id="gpu-note")
+    token_key(SPEC_KINDS, "race-key")
     with gr.Row(equal_height=True):
-        w["spec_pane"] = token_pane("Speculative: draft + target", SPEC_KINDS, "spec-pane")
-        w["target_pane"] = token_pane("Target alone", ["target"], "target-pane")
+        with gr.Column():
+            gr.Markdown(SPEC_HEAD, elem_classes="pane-head")
+            w["spec_pane"] = token_pane("Speculative: draft + target", "spec-pane")
+        with gr.Column():
+            gr.Markdown(TARGET_HEAD, elem_classes="pane-head")
+            w["target_pane"] = token_pane("Target alone", "target-pane")
     with gr.Row():
         w["comparison"] = gr.Markdown(
             comparison.comparison_markdown(None, None), label="The race", elem_id="comparison"
         )
         gr.Markdown(comparison.SAME_DISTRIBUTION_NOTE)
     w["rounds_plot"] = gr.Plot(
-        charts.rounds_chart([], []), label="Rounds", show_label=False, elem_id="rounds-plot"
+        charts.rounds_chart([], []),
+        label="This run, round by round",
+        show_label=False,
+        elem_id="rounds-plot",
     )
     with gr.Row():
-        w["kept_plot"] = plot(session_charts.kept_chart([]), "Drafts kept against K", "kept-plot")
         w["speedup_plot"] = plot(
-            session_charts.speedup_chart([]), "Speedup against K", "speedup-plot"
+            session_charts.speedup_chart([]), "Speedup: measured and by formula", "speedup-plot"
         )
-    w["cost_note"] = gr.Markdown(costs.cost_note([]), label="Measured costs", elem_id="cost-note")
-    with gr.Row():
         w["time_plot"] = plot(session_charts.time_chart([]), "Where the time goes", "time-plot")
+    w["cost_note"] = gr.Markdown(costs.cost_note([]), label="Measured costs", elem_id="cost-note")
+    with gr.Accordion("More charts", open=False, elem_id="more-charts"), gr.Row():
+        w["kept_plot"] = plot(session_charts.kept_chart([]), "Drafts kept / drafted", "kept-plot")
         w["positions_plot"] = plot(
-            session_charts.positions_chart([]), "Drafts kept by position", "positions-plot"
+            session_charts.positions_chart([]), "Drafts kept, by position", "positions-plot"
         )
-    with gr.Accordion("Sweep K × temperature, and this session's results", open=True):
+    with gr.Accordion("Sweep K × temperature", open=True, elem_id="sweep-panel"):
         with gr.Row():
             w["ks"] = gr.CheckboxGroup(
                 [1, 2, 3, 4, 6, 8, 12, 16, "auto"],
@@ -201,7 +218,9 @@ def exact_tab(first: str) -> dict:
                 w["k"] = slider(
                     "k", "K", "drafts a round: two-token and greedy checks", defaults=EXACT_DEFAULTS
                 )
-                w["n"] = slider("n", "N samples", defaults=EXACT_DEFAULTS, step=100)
+                w["n"] = slider(
+                    "n", "N samples", defaults=EXACT_DEFAULTS, step=100, elem_id="exact-n"
+                )
             with gr.Row():
                 w["tree_width"] = tree_width_slider(EXACT_DEFAULTS)
                 w["seed"] = seed_box()
@@ -253,11 +272,13 @@ def step_tab(first: str) -> dict:
     with gr.Row():
         w["step"] = gr.Button("Step: one round", variant="primary", elem_id="step")
         w["reset"] = gr.Button("Reset", elem_id="reset-step")
-    w["text"] = token_pane("The answer so far", SPEC_KINDS, "step-pane")
+    token_key(SPEC_KINDS, "step-key")
+    gr.Markdown("**The answer so far**", elem_classes="pane-head")
+    w["text"] = token_pane("The answer so far", "step-pane")
     with gr.Row(equal_height=True):
         for phase in ("draft", "verify", "accept"):
             w[phase] = gr.Markdown(label=phase.capitalize(), elem_classes="phase")
-    w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round")
+    w["table"] = gr.Dataframe(headers=STEP_COLUMNS, label="This round", elem_id="step-table")
     w["plot"] = gr.Plot(
         charts.placeholder(handlers.STEP_PLACEHOLDER),
         label="This round's guesses",

@@ -17,7 +17,7 @@ from specdemo.app.page.preparing import Preparation
 from specdemo.app.page.session import Session, discard
 from specdemo.app.page.style import CSS, INTRO, LARGE_TEXT_JS, THEME
 from specdemo.app.page.tabs import exact_tab, generate_tab, step_tab
-from specdemo.app.settings import load_examples
+from specdemo.app.settings import EXACT_DEFAULTS, load_examples
 
 __all__ = ["CSS", "QUEUE_SIZE", "SESSIONS_KEPT", "THEME", "build"]  # for launch()
 QUEUE_SIZE = 32  # model runs waiting, across all users; beyond that a user sees "queue full"
@@ -42,24 +42,28 @@ def build(pair) -> gr.Blocks:
     first = examples[0]["prompt"] if examples else "Write a Python function that adds two numbers."
     with gr.Blocks(title="Speculative decoding, made visible", delete_cache=(3600, 3600)) as app:
         gr.Markdown(INTRO)
-        large = gr.Checkbox(False, label="Large text", elem_id="large-text")
+        with gr.Row(equal_height=True, elem_id="machine"):
+            info = gr.Markdown(
+                "" if preparing else handlers.model_markdown(pair.summary), elem_id="model-info"
+            )
+            large = gr.Checkbox(False, label="Large text", elem_id="large-text", scale=0)
         large.change(None, large, None, js=LARGE_TEXT_JS, api_visibility="private")
-        info = gr.Markdown(
-            "" if preparing else handlers.model_markdown(pair.summary), elem_id="model-info"
-        )
+        with gr.Accordion("Machine details", open=False, elem_id="machine-details"):
+            details = gr.Markdown("" if preparing else handlers.model_details(pair.summary))
+        # The tabs in a lesson's order: the race, one round at a time, then the proof.
         with gr.Column(visible=not preparing, elem_id="tabs") as tabs:
             session = gr.State(Session(), delete_callback=discard)
             with gr.Tab("Generate"):
                 notes = default_sweep_note(pair, first), default_gpu_note(pair, first)
                 tab = generate_tab(first, examples, *notes)
                 generate = {**tab, "session": session}
-            with gr.Tab("Is it exact?"):
-                exact = exact_tab(first)
             with gr.Tab("Step through"):
                 step = step_tab(first)
+            with gr.Tab("Is it exact?"):
+                exact = exact_tab(EXACT_DEFAULTS.get("prompt", first))
         wire(pair, generate, exact, step)
         if preparing:
-            show_when_ready(app, pair, info, tabs)
+            show_when_ready(app, pair, [info, details], tabs)
     app.queue(default_concurrency_limit=1, max_size=QUEUE_SIZE)
     return app
 
@@ -80,16 +84,16 @@ def default_gpu_note(pair, prompt: str) -> str:
     return handlers.gpu_note(pair, prompt)
 
 
-def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> None:
+def show_when_ready(app: gr.Blocks, preparation: Preparation, info: list, tabs) -> None:
     """Every page polls `preparation` each second and shows its panel until the pair is ready,
-    then the tabs and the model line; a failure stays on the panel."""
+    then the tabs, the model line and its details (`info`); a failure stays on the panel."""
     panel = gr.Markdown(preparation.markdown(), elem_id="preparing")
     timer = gr.Timer(1.0)
     gr.on(
         [app.load, timer.tick],
         functools.partial(poll, preparation),
         None,
-        [info, panel, tabs, timer],
+        [*info, panel, tabs, timer],
         show_progress="hidden",
         concurrency_limit=None,
         api_visibility="private",
@@ -97,17 +101,19 @@ def show_when_ready(app: gr.Blocks, preparation: Preparation, info, tabs) -> Non
 
 
 def poll(preparation: Preparation) -> tuple:
-    """One poll of the page (model line, panel, tabs, timer): the panel until `preparation` is
-    ready, then the tabs and the model line, and the timer stops; a failure stays on the panel."""
+    """One poll of the page (model line, its details, panel, tabs, timer): the panel until
+    `preparation` is ready, then the tabs and the model line, and the timer stops; a failure
+    stays on the panel."""
     if preparation.ready:
         return (
             handlers.model_markdown(preparation.pair.summary),
+            handlers.model_details(preparation.pair.summary),
             gr.Markdown(visible=False),
             gr.Column(visible=True),
             gr.Timer(active=False),
         )
     stop = gr.Timer(active=False) if preparation.failed else gr.skip()
-    return gr.skip(), preparation.markdown(), gr.skip(), stop
+    return gr.skip(), gr.skip(), preparation.markdown(), gr.skip(), stop
 
 
 def wire(pair, generate: dict, exact: dict, step: dict) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from specdemo.app import charts
 from specdemo.app.errors import user_errors
 from specdemo.app.exact import exactness as exact
-from specdemo.app.exact import joint
+from specdemo.app.exact import histograms, joint, verdicts
 from specdemo.app.generate import race
 from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.jobs import ExactnessCheck, Race, StepThrough
@@ -100,12 +100,12 @@ def render_exactness(pair, request: ExactnessCheck, outcome: tuple) -> list:
     ex, pairs, check = outcome
     config = request.config
     return [
-        charts.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
-        charts.exactness_chart(
+        histograms.exactness_chart(ex.labels, ex.p, ex.speculative, ex.direct, ex.n),
+        histograms.exactness_chart(
             pairs.labels, pairs.p, pairs.speculative, pairs.direct, pairs.n, "The first two tokens"
         ),
-        exact.markdown(ex, pairs),
-        exact.greedy_markdown(check, config.k, pair.summary.label),
+        verdicts.markdown(ex, pairs, config),
+        verdicts.greedy_markdown(check, config.k, pair.summary.label),
         {
             "sampling": dataclasses.asdict(ex),
             "pairs": dataclasses.asdict(pairs),

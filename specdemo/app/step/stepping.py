@@ -29,9 +29,10 @@ from specdemo.verify import Verdict
 STEP_LIMIT = 512  # new tokens in the step-through tab
 TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar
 OTHERS = "other tokens"
-STEP_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u", "verdict"]
+# The verdict comes second, where a phone's narrow table still shows it.
+STEP_COLUMNS = ["#", "verdict", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u"]
 # Judged as a block, u is compared with h, the chance to stop the block at that guess.
-BLOCK_COLUMNS = ["#", "draft token", "q(x)", "p(x)", "min(1, p/q)", "w", "h", "u", "verdict"]
+BLOCK_COLUMNS = ["#", "verdict", "draft token", "q(x)", "p(x)", "min(1, p/q)", "w", "h", "u"]
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,12 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
             rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells])
     rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "",
                  last_verdict(r, outside)])  # fmt: skip
-    return rows
+    return verdict_second(rows)
+
+
+def verdict_second(rows: list[list]) -> list[list]:
+    """Rows built with the verdict last, as the columns have it: second."""
+    return [[row[0], row[-1], *row[1:-1]] for row in rows]
 
 
 def block_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
@@ -310,7 +316,7 @@ def block_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
                          verdict])  # fmt: skip
     rows.append([r.kept + 1, token_text(tokenizer, r.next_token), *[""] * 6,
                  last_verdict(r, outside)])  # fmt: skip
-    return rows
+    return verdict_second(rows)
 
 
 def last_verdict(r: Round, outside: bool = False) -> str:

@@ -4,7 +4,8 @@ round's own token where it came from.
 
 Plain numbers in (a ``rounds.Round`` with its ``siblings``), a ``go.Figure`` out. Each state has
 a marker shape and a sign in its label as well as a colour, and the kept path is drawn thicker,
-so the tree reads without colour.
+so the tree reads without colour. Edges run along the rows and turn down halfway between two
+positions, so the space above each node, where its label sits, holds no edge.
 """
 
 from collections.abc import Callable
@@ -35,7 +36,10 @@ STATES = {
         "◆",
     ),  # fmt: skip
 }
-ROOT = "the text so far"
+ROOT = "the text<br>so far"  # in two lines: narrower than a column
+TOKEN_CHARS = 10  # a token's text in its label at most, so the label keeps within its column
+LABEL_POSITION = "top center"  # above the node: edges enter and leave it along its row
+ROW_PX = 70  # the figure's height per row of siblings
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,9 @@ class Node:
 
 def nodes(r: Round) -> list[Node]:
     """The round's nodes, the root first. The spine's node at depth d + 1 hangs from depth d, as
-    do its siblings; the round's own token hangs from the last kept node, or, where every guess
-    at a position was rejected, sits below them as their replacement."""
+    do its siblings; the round's own token hangs from the last kept node (in that node's row,
+    or below its own depth's nodes where one holds that row), or, where every guess at a
+    position was rejected, sits below them as their replacement."""
     out = [Node(0, 0, None, "root", None)]
     n, block = r.n_accepted, r.judge == "block"
     for i, token in enumerate(r.draft):
@@ -78,7 +83,9 @@ def nodes(r: Round) -> list[Node]:
             out.append(Node(i + 1, -(j + 1), sibling, state, (i, 0), hover))
     if r.sibling is not None:  # a sibling was kept: the bonus comes from its own row
         kept = next(node for node in out if node.state == "kept" and node.y < 0)
-        out.append(Node(kept.x + 1, kept.y, r.next_token, "bonus", (kept.x, kept.y)))
+        below = min((node.y for node in out if node.x == kept.x + 1), default=kept.y + 1)
+        y = min(kept.y, below - 1)  # in the sibling's row, unless a node of that depth is there
+        out.append(Node(kept.x + 1, y, r.next_token, "bonus", (kept.x, kept.y)))
     elif r.bonus:  # the whole chain was kept
         out.append(Node(r.k + 1, 0, r.next_token, "bonus", (r.k, 0)))
     else:  # every guess at position n + 1 was rejected
@@ -87,8 +94,21 @@ def nodes(r: Round) -> list[Node]:
     return out
 
 
+def short(text: str) -> str:
+    """`text` cut to TOKEN_CHARS, ending in "…" where cut (the node's hover has it whole)."""
+    return text if len(text) <= TOKEN_CHARS else text[: TOKEN_CHARS - 1] + "…"
+
+
+def edge(n: Node) -> list[tuple[float, float]]:
+    """The corners of the edge from `n`'s parent to `n`: along the parent's row, down halfway
+    to `n`'s position, then along `n`'s row."""
+    (px, py), turn = n.parent, n.parent[0] + 0.5
+    return [(px, py), (n.x, n.y)] if py == n.y else [(px, py), (turn, py), (turn, n.y), (n.x, n.y)]
+
+
 def tree_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
-    """The round's tree (``nodes``): edges grey, the kept path thick, one trace per state."""
+    """The round's tree (``nodes``): edges grey, the kept path thick, one trace per state, each
+    node's label above it."""
     found = nodes(r)
     texts = dict(zip(found[1:], labels([n.token for n in found[1:]]), strict=True))
     fig = go.Figure()
@@ -99,8 +119,9 @@ def tree_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         for n in found:
             if n.parent is None or ((n.x, n.y) in kept and n.parent in kept) != thick:
                 continue
-            xs += [n.parent[0], n.x, None]
-            ys += [n.parent[1], n.y, None]
+            corners = edge(n)
+            xs += [x for x, _ in corners] + [None]
+            ys += [y for _, y in corners] + [None]
         fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="lines", hoverinfo="skip",
             name="kept path" if thick else "tried or drawn",
@@ -109,24 +130,24 @@ def tree_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         ))  # fmt: skip
     root = {"symbol": "square", "size": 16, "color": "#6b7280"}
     fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[ROOT], marker=root,
-                             textposition="bottom center", showlegend=False))  # fmt: skip
+                             textposition=LABEL_POSITION, showlegend=False))  # fmt: skip
     for state, (name, symbol, color, sign) in STATES.items():
         shown = [n for n in found if n.state == state]
         if not shown:
             continue
         fig.add_trace(go.Scatter(
             x=[n.x for n in shown], y=[n.y for n in shown], mode="markers+text", name=name,
-            text=[f"{sign} {texts[n]}" for n in shown], textposition="middle right",
-            customdata=[n.hover for n in shown],
-            hovertemplate="%{text}<br>%{customdata}<extra></extra>",
+            text=[f"{sign} {short(texts[n])}" for n in shown], textposition=LABEL_POSITION,
+            customdata=[f"{sign} {texts[n]}<br>{n.hover}" for n in shown],
+            hovertemplate="%{customdata}<extra></extra>",
             marker={"symbol": symbol, "size": 18, "color": color,
                     "line": {"width": 2, "color": color}},
         ))  # fmt: skip
     depth = max(n.x for n in found)
-    fig.update_xaxes(range=[-0.4, depth + 0.9], tickvals=list(range(depth + 1)),
+    fig.update_xaxes(range=[-0.6, depth + 0.6], tickvals=list(range(depth + 1)),
                      ticktext=["root", *(f"position {d}" for d in range(1, depth + 1))],
                      showgrid=False, zeroline=False)  # fmt: skip
     low = min(n.y for n in found)
-    fig.update_yaxes(range=[low - 0.6, 0.6], showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(range=[low - 0.4, 0.9], showticklabels=False, showgrid=False, zeroline=False)
     title = "The round as a tree: the draft's guesses on top, siblings below in the order tried"
-    return layout(fig, title, height=260 + 60 * (-low))
+    return layout(fig, title, height=260 + ROW_PX * (-low))

@@ -96,7 +96,7 @@ def test_a_tree_race_keeps_siblings_and_names_its_width(pair):
     last = by_name(handlers.GENERATE_OUTPUTS, last)
     record = session.runs[0]
     assert record.tree_width == 3 and record.group[-1] == 3
-    assert "tree 3" in last["results"][0][3]
+    assert "tree 3" in last["results"][0][5]
     discard(session)
 
 
@@ -114,7 +114,7 @@ def test_the_judge_control_reaches_every_tab_and_names_itself(pair):
     assert "| Judge | the whole block | — |" in last["comparison"]
     assert "| Token by token, same guesses: drafts kept a pass |" in last["comparison"]
     assert "**Judged as a whole block:**" in last["comparison"]
-    assert "judged as a block" in last["results"][0][3]
+    assert "judged as a block" in last["results"][0][5]
     discard(session)
     step = by_name(handlers.STEP_OUTPUTS, handlers.step(pair, PROMPT, 3, 1.0, 0, "model",
                                                         judge="block"))  # fmt: skip
@@ -153,6 +153,9 @@ def test_exactness_reports_histograms_and_the_greedy_check(pair):
         pair, PROMPT, 1.0, 0.9, 4, 2000, 1
     )
     assert "Total-variation" in summary and "identical" in greedy
+    # The verdict first, in one marked line; the two-token line names the settings it ran with.
+    assert summary.startswith("✓ **No departure from p found** (first token χ² p = ")
+    assert "(K = 4, temperature 1, top-p 0.9, seed 1), rounds of K = 2" in summary
     assert details["greedy"]["identical"] is True and details["sampling"]["n"] == 2000
     assert details["pairs"]["n"] == 2000 and "First two tokens" in summary
     assert plot.data[0].name == "exact p" and joint_plot.data[0].name == "exact p"
@@ -219,12 +222,12 @@ def test_step_through_shows_a_trees_siblings(pair):
         shrinking = out["residual"].data
         assert len(shrinking) >= 2 and shrinking[1].name.startswith("p judging")
         assert "A tree does not stop here" in out["microscope_note"]
-        if any(row[-1] == "accepted (sibling)" for row in siblings):
+        if any(row[1] == "accepted (sibling)" for row in siblings):
             kept = True
-            assert out["table"]["data"][-1][-1].startswith("bonus")
+            assert out["table"]["data"][-1][1].startswith("bonus")
             assert "was **kept**" in out["accept"] and "**bonus**" in out["accept"]
             assert len(shrinking) == 1 + siblings.index(next(
-                row for row in siblings if row[-1] == "accepted (sibling)")) + 1  # fmt: skip
+                row for row in siblings if row[1] == "accepted (sibling)")) + 1  # fmt: skip
         else:
             all_rejected = True
             assert "and so were its siblings" in out["accept"]
@@ -234,7 +237,7 @@ def test_step_through_shows_a_trees_siblings(pair):
 
 
 def test_a_mistaken_rules_failure_shows_in_the_residuals_and_the_exact_rules_does_not(pair):
-    from specdemo.app.charts import RESIDUAL_BAND
+    from specdemo.app.exact.histograms import RESIDUAL_BAND
 
     def worst(rule: str) -> float:
         plot = handlers.exactness(pair, PROMPT, 1.0, 1.0, 1, 20_000, 0, rule)[0]

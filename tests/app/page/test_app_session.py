@@ -41,4 +41,4 @@ def test_results_table_is_newest_first_with_c_blank_when_unknown():
     table = results_table([ROW, replace(ROW, k=2, c=0.25, predicted_speedup=1.234)])
     assert [row[0] for row in table] == [2, 1] and len(table[0]) == len(RESULT_COLUMNS)
     assert table[0][-1] == 0.25 and table[1][-1] == ""
-    assert table[1][3] == "Prompt lookup"
+    assert table[1][5] == "Prompt lookup"

@@ -3,9 +3,11 @@ endpoints with the handlers' parameters and outputs, and a bounded queue. That m
 one call at a time is checked on the served app (``test_app_client``)."""
 
 import inspect
+import re
 
 import gradio as gr
 import pytest
+from conftest import ROOT
 
 from specdemo.app.page import handlers, ui
 from specdemo.defaults import DEFAULTS
@@ -68,3 +70,51 @@ def test_the_queue_is_bounded(pair, monkeypatch):
     monkeypatch.setattr(gr.Blocks, "queue", queue)
     ui.build(pair)
     assert asked and asked[-1]["max_size"] == ui.QUEUE_SIZE
+
+
+# ---------------------------------------------------------------- the lesson plan and the page
+
+# What the page shows a room without being a control: text, tables, state.
+NOT_NAMED = ("Markdown", "HTML", "State", "Dataframe", "JSON", "Timer", "File")
+
+
+def page_names(app) -> tuple[set[str], set[str]]:
+    """(every control's name, every chart's name) as the page shows them: a button's text, a
+    tab's, an accordion's, an input's label, a chart's label."""
+    controls, plots = set(), set()
+    for block in app.blocks.values():
+        kind = type(block).__name__
+        if kind == "Plot":
+            plots.add(block.label)
+        elif kind == "Button":
+            controls.add(block.value)
+        elif kind not in NOT_NAMED and getattr(block, "label", None):
+            controls.add(block.label)
+    return controls, plots
+
+
+def plan_names(text: str) -> set[str]:
+    """The names in bold in the lesson plan (docs/WORKSHOP.md from "A 45-minute lesson plan" to
+    its end), but the bold openings of its paragraphs (a sentence ending in a full stop)."""
+    plan = text[text.index("## A 45-minute lesson plan") :]
+    return {name for name in re.findall(r"\*\*(.+?)\*\*", plan) if not name.endswith(".")}
+
+
+def test_the_lesson_plan_and_the_page_name_the_same_controls(app):
+    """Every bold name in the plan is a tab, control or chart of the page, and every control of
+    the page is named in the plan: a renamed, added or removed control fails here until
+    docs/WORKSHOP.md follows."""
+    controls, plots = page_names(app)
+    named = plan_names((ROOT / "docs" / "WORKSHOP.md").read_text())
+    assert named - controls - plots == set(), "the plan names what the page lacks"
+    assert controls - named == set(), "the page has controls the plan never names"
+    assert {"Generate", "Step through", "Is it exact?", "Tree width", "Drafter"} <= named
+
+
+def test_the_plan_check_catches_a_name_the_page_lacks(app):
+    """The check above can fail: a plan naming a session chart the page never had, or leaving
+    out the tree width."""
+    controls, plots = page_names(app)
+    text = (ROOT / "docs" / "WORKSHOP.md").read_text()
+    assert "session chart" in plan_names(text + "Read the **session chart**.") - controls - plots
+    assert "Tree width" in controls - plan_names(text.replace("**Tree width**", "Tree width"))

@@ -112,6 +112,12 @@ def tokens(page, pane: str, label: str | None = None) -> int:
     return page.locator(selector).count()
 
 
+def open_more_charts(page) -> None:
+    """Open the "More charts" accordion, where the charts beyond the first three wait."""
+    page.get_by_role("button", name="More charts").click()
+    page.wait_for_selector("#kept-plot .js-plotly-plot")
+
+
 def set_slider(page, elem_id: str, value) -> None:
     box = page.locator(f"#{elem_id} input[type=number]")
     box.fill(str(value))
@@ -127,6 +133,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
     assert tokens(page, "spec-pane", "accepted") > 0
     assert tokens(page, "target-pane", "target") > 0
     # The plots are outputs of their own: Plotly may draw them a moment after the table.
+    open_more_charts(page)
     page.wait_for_selector("#kept-plot .js-plotly-plot .scatterlayer .point")
     assert page.locator("#rounds-plot .js-plotly-plot").count() == 1
 
@@ -137,6 +144,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
         "els => els.map(e => getComputedStyle(e).textDecorationLine)"
     ):
         assert "line-through" in decoration
+    page.get_by_role("button", name="More settings").click()
     page.get_by_label("Show rejected drafts").uncheck()
     page.wait_for_function("!document.querySelector('#spec-pane .tok-text .tok.rejected')")
     page.get_by_label("Show rejected drafts").check()
@@ -157,6 +165,7 @@ def test_generation_colours_both_panes_and_plots_the_session(page, tmp_path):
 
 
 def test_stop_cancels_a_run_mid_way(page):
+    page.get_by_role("button", name="More settings").click()
     set_slider(page, "max-new-tokens", 1024)
     page.get_by_label("Auto K", exact=False).uncheck()
     set_slider(page, "k", 1)
@@ -218,9 +227,10 @@ def test_step_through_zooms_in_on_the_rejected_guess(page):
 def test_a_run_explains_its_speedup_with_measured_costs(page):
     page.click("#generate")
     page.wait_for_function(NOTE_DONE)
+    open_more_charts(page)
     note = page.inner_text("#cost-note")
     if "The step profile is disturbed" in note:  # the load changed while the profile was timed
-        assert "plain steps, which no pass can cost" in note and "Restart the app" in note
+        assert "plain steps, which no pass can cost" in note and "restart the app" in note
     else:
         assert "target steps on this machine" in note and "textbook" in note
     speedup = page.locator("#speedup-plot .js-plotly-plot").text_content()
@@ -246,7 +256,7 @@ PLOT_BOXES = """labels => [...document.querySelectorAll('.js-plotly-plot')]
       .map(e => [`${e.getAttribute('class')} "${e.textContent.slice(0, 30)}"`, box(e)]);
     return {id: plot.closest('[id]')?.id, box: box(plot), parts};
   })"""
-SIDE_BY_SIDE = [("kept-plot", "speedup-plot"), ("time-plot", "positions-plot")]
+SIDE_BY_SIDE = [("speedup-plot", "time-plot"), ("kept-plot", "positions-plot")]
 
 
 def overlap(a: list[float], b: list[float]) -> bool:
@@ -300,6 +310,7 @@ def test_on_a_phone_the_charts_stack_and_no_label_meets_another(phone, tmp_path)
     by side, as clear."""
     phone.click("#generate")
     phone.wait_for_function(NOTE_DONE)
+    open_more_charts(phone)
     phone.wait_for_selector("#positions-plot .scatterlayer .point")
     plots = settled_plots(phone)
     assert {"rounds-plot", *itertools.chain(*SIDE_BY_SIDE)} <= set(plots)

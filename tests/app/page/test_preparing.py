@@ -110,12 +110,12 @@ def test_the_page_shows_the_panel_then_the_tabs(pair):
     preparation, release, _ = held(pair=pair)
     page = components(ui.build(preparation))
     assert page["tabs"]["props"]["visible"] is False and "preparing" in page
-    model_info, panel, shown, timer = ui.poll(preparation)
+    model_info, details, panel, shown, timer = ui.poll(preparation)
     assert "Preparing the models" in panel and not isinstance(shown, gr.Column)
     release.set()
     wait_until(lambda: preparation.ready)
-    model_info, panel, shown, timer = ui.poll(preparation)
-    assert "tiny-target" in model_info and not panel.visible
+    model_info, details, panel, shown, timer = ui.poll(preparation)
+    assert "tiny-target" in model_info and "loaded in" in details and not panel.visible
     assert shown.visible and not timer.active
 
 

@@ -71,6 +71,9 @@ OVERFLOWING = """() => {
 @pytest.mark.browser
 def test_on_a_phone_the_race_table_reads_and_nothing_overflows(phone):
     race(phone)
+    phone.get_by_role("button", name="More charts").click()  # its charts too
+    phone.get_by_role("button", name="More settings").click()  # and every setting
+    phone.wait_for_selector("#kept-plot .js-plotly-plot")
     assert phone.evaluate(BROKEN_WORDS) == []
     cells = phone.locator("#comparison th, #comparison td").evaluate_all(
         "els => els.map(e => [e.innerText, e.scrollWidth, e.clientWidth])"
@@ -108,9 +111,10 @@ def cues(locator) -> list[tuple]:
 @pytest.mark.browser
 def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     """Each kind's cue hangs on the page's own classes (token_pane), not on a framework's inline
-    paint, and a rejected draft is a deletion a screen reader announces by name."""
+    paint, the key above the panes draws each kind as the text does, the target's own tokens look
+    alike in both panes, and a rejected draft is a deletion a screen reader announces by name."""
     race(phone)
-    legend = phone.locator("#spec-pane .tok-legend .tok")
+    legend = phone.locator("#race-key .tok-legend .tok")
     assert legend.all_inner_texts() == list(SPEC_LABELS)
     legend = dict(zip(SPEC_LABELS, cues(legend), strict=True))
     look = {label: cue[1:] for label, cue in legend.items()}
@@ -126,6 +130,8 @@ def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     by_paint = {cue[0]: cue[1:] for cue in legend.values()}
     tokens = cues(phone.locator("#spec-pane .tok-text .tok"))
     assert tokens and all(cue[1:] == by_paint[cue[0]] for cue in tokens)
+    alone = cues(phone.locator("#target-pane .tok-text .tok"))
+    assert alone and set(alone) == {legend["target"]}
     rejected = phone.locator("#spec-pane .tok-text del.tok.rejected")
     if PAIR == "tiny":
         assert rejected.count() > 0

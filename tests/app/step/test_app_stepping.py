@@ -22,7 +22,7 @@ def test_step_through_advances_the_context(pair):
     state2, r2, _ = stepping.next_round(pair, config, state)
     assert state2.context[: len(state.context)] == state.context and state2.rounds == 2
     rows = stepping.round_rows(r2, pair.tokenizer)
-    assert len(rows) == r2.k + 1 and rows[-1][-1].startswith(("bonus", "resampled"))
+    assert len(rows) == r2.k + 1 and rows[-1][1].startswith(("bonus", "resampled"))
     draft, verify, accept = lesson.round_markdown(r2, pair.tokenizer, config)
     assert "Draft" in draft and "one" in verify and ("rejected" in accept or "bonus" in accept)
     restarted, _, _ = stepping.next_round(pair, parse_run("Another prompt", k=3), state2)
@@ -195,7 +195,7 @@ def said_cannot_propose(pair, config, r, m) -> list[bool]:
     """Whether the table, the round's notes and the microscope say the draft cannot propose."""
     notes = " ".join(lesson.round_markdown(r, pair.tokenizer, config, None, m.outside))
     return [
-        "cannot propose" in stepping.round_rows(r, pair.tokenizer, m.outside)[-1][-1],
+        "cannot propose" in stepping.round_rows(r, pair.tokenizer, m.outside)[-1][1],
         "The draft cannot propose" in notes,
         "The draft cannot propose" in microscope.markdown(m, r, pair.tokenizer),
     ]
@@ -268,7 +268,7 @@ def test_a_rejection_with_tiny_probabilities_shows_their_size(pair):
               source="model")  # fmt: skip
     _, _, accept = lesson.round_markdown(r, pair.tokenizer, config)
     assert "p = 2.1e-5 and q = 4.2e-4" in accept and "0.000" not in accept
-    assert stepping.round_rows(r, pair.tokenizer)[0][2:6] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
+    assert stepping.round_rows(r, pair.tokenizer)[0][3:7] == ["4.2e-4", "2.1e-5", "0.05", "0.5"]
     m = stepping.Microscope("rejected", 0, 5, 7, kept=3e-4, left=0.9997, p_x=2.1e-5, q_x=4.2e-4)
     note = microscope.markdown(m, r, pair.tokenizer)
     assert "q = 4.2e-4 but p = 2.1e-5" in note and "Σ min(p, q) = 3e-4" in note
@@ -281,7 +281,7 @@ def test_a_round_with_no_guesses_is_labelled_a_plain_target_step(pair):
     config = parse_run("zq", k=4, temperature=1.0, drafter="lookup")
     _, r, scope = step_until(pair, config, lambda r: r.k == 0)
     rows = stepping.round_rows(r, pair.tokenizer)
-    assert len(rows) == 1 and rows[0][-1] == "plain target step (no guesses, from p)"
+    assert len(rows) == 1 and rows[0][1] == "plain target step (no guesses, from p)"
     assert scope.kind == "plain"
     p_chart, residual = microscope.figures(scope)
     assert p_chart.layout.title.text.startswith("A plain target step, no guesses: p at")
@@ -321,12 +321,12 @@ def test_a_block_round_is_told_with_w_h_u_and_what_token_by_token_would_keep(pai
     assert table["headers"] == stepping.BLOCK_COLUMNS
     rows = table["data"]
     for i in range(r.k):
-        assert rows[i][5:8] == [prob(r.weights[i]), prob(r.stop_chance[i]), prob(r.u[i])]
+        assert rows[i][6:9] == [prob(r.weights[i]), prob(r.stop_chance[i]), prob(r.u[i])]
     last = max(i for i in range(r.k) if r.u[i] < r.stop_chance[i])
-    assert last == n - 1 and rows[last][-1] == "accepted: u < h, the last that passed"
+    assert last == n - 1 and rows[last][1] == "accepted: u < h, the last that passed"
     failed = [i for i in range(n) if r.u[i] >= r.stop_chance[i]]
-    assert all(rows[i][-1] == "accepted: u ≥ h, but a later guess passed" for i in failed)
-    assert all(row[-1] == "rejected: u ≥ h" for row in rows[n : r.k])
+    assert all(rows[i][1] == "accepted: u ≥ h, but a later guess passed" for i in failed)
+    assert all(row[1] == "rejected: u ≥ h" for row in rows[n : r.k])
     _, _, accept = lesson.round_markdown(r, pair.tokenizer, config)
     assert "running weight w" in accept and "**last** one whose u is below its h" in accept
     assert f"u = {prob(r.u[last])} < h = {prob(r.stop_chance[last])}" in accept
