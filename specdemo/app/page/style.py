@@ -59,7 +59,9 @@ CSS = (
 .token-pane .tok.rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
 .token-pane .tok-text .tok.rejected { opacity: 0.75; }
 /* The target's own tokens are dotted, in every pane alike. */
-.token-pane .tok.target { text-decoration: underline dotted; text-decoration-thickness: 2px; }
+.token-pane .tok.target {
+  text-decoration: underline dotted; text-decoration-thickness: 1.5px; text-underline-offset: 0.2em;
+}
 /* Read by screen readers, not shown, not copied with the answer. */
 .sr-only {
   position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);

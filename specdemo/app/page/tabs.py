@@ -147,7 +147,7 @@ def generate_tab(
                 more_settings(w)
     w["gpu_note"] = gr.Markdown(gpu_note, visible=bool(gpu_note), elem_id="gpu-note")
     token_key(SPEC_KINDS, "race-key")
-    with gr.Row(equal_height=True):
+    with gr.Row():
         with gr.Column():
             gr.Markdown(SPEC_HEAD, elem_classes="pane-head")
             w["spec_pane"] = token_pane("Speculative: draft + target", "spec-pane")
@@ -241,9 +241,15 @@ def exact_tab(first: str) -> dict:
     w["check"] = gr.Button("Check", variant="primary", elem_id="check")
     w["summary"] = gr.Markdown(label="Verdict", elem_id="exact-summary")
     with gr.Row():
-        w["plot"] = plot(charts.placeholder("Histograms appear here"), "First token")
+        w["plot"] = plot(
+            charts.placeholder("Histograms appear here"),
+            "The next token: three ways",
+            "exact-first",
+        )
         w["joint_plot"] = plot(
-            charts.placeholder("The first two tokens appear here"), "First two tokens"
+            charts.placeholder("The first two tokens appear here"),
+            "The first two tokens",
+            "exact-two",
         )
     w["greedy"] = gr.Markdown(label="Greedy check")
     with gr.Accordion("Raw numbers", open=False):

@@ -8,7 +8,7 @@ import re
 import shutil
 
 import pytest
-from test_browser import browser, set_slider  # noqa: F401 (browser: the shared fixture)
+from test_browser import LABELS, PLOT_BOXES, browser, clashes, set_slider, steady  # noqa: F401 (browser: the shared fixture)
 
 pytestmark = [
     pytest.mark.browser,
@@ -58,6 +58,7 @@ HIDDEN_KEYS = """key => [...document.querySelectorAll(`#${key} .tok`)].filter(e 
 
 def open_page(browser, viewport):  # noqa: F811
     page = browser.new_page(viewport=viewport)
+    page.budget_ms = browser.budget_ms
     page.set_default_timeout(browser.budget_ms)
     page.goto(browser.url)
     page.wait_for_selector("#generate")
@@ -125,6 +126,11 @@ def test_one_key_above_the_panes_and_nothing_covers_a_label_or_a_key(screen):
         "accepted", "resampled", "bonus", "rejected", "target"
     ]  # fmt: skip
     assert page.evaluate(COVERED) == []
+    # The answer in a monospace font with its spaces kept, so code keeps its indentation.
+    look = page.locator("#spec-pane .tok-text").evaluate(
+        "e => [getComputedStyle(e).fontFamily, getComputedStyle(e).whiteSpace]"
+    )
+    assert "mono" in look[0].lower() and look[1] == "pre-wrap", look
     tab(page, "Step through")
     page.click("#step")
     page.wait_for_selector("#step-pane .tok-text .tok")
@@ -163,4 +169,12 @@ def test_the_verdict_opens_with_a_tick_or_a_cross(browser):  # noqa: F811
     page.wait_for_function("/[✓✗]/.test(document.querySelector('#exact-summary').innerText)")
     first = page.inner_text("#exact-summary").strip().splitlines()[0]
     assert re.match(r"^[✓✗] \w", first), first
+    # The histograms' tick labels, legends and titles meet nowhere, on a desktop or a phone.
+    for viewport in (DESKTOP, PHONE):
+        page.set_viewport_size(viewport)
+        page.wait_for_function("!document.querySelector('.progress-level, .eta-bar')")
+        boxes = steady(page, lambda: page.evaluate(PLOT_BOXES, f"{LABELS}, .xtick"), every=1.0)
+        plots = {plot["id"]: plot for plot in boxes}
+        assert {"exact-first", "exact-two"} <= set(plots)
+        assert clashes([plots["exact-first"], plots["exact-two"]]) == [], viewport
     page.close()
