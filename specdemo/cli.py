@@ -119,8 +119,9 @@ def cmd_generate(args) -> int:
 
 
 def summary(s) -> str:
-    """One line of a run's Stats: throughput, acceptance, passes and the measured step times."""
-    verify = ", ".join(f"k={k}: {1000 * t:.0f} ms" for k, t in s.t_verify.items())
+    """One line of a run's Stats: throughput, acceptance, passes and the measured step times,
+    each verify pass by its rows (a tree's pass holds more than k + 1)."""
+    verify = ", ".join(f"verify {n} rows: {1000 * t:.0f} ms" for n, t in s.t_verify_rows.items())
     judged = f"judged {JUDGES[s.verify]}"
     if s.verify == "block" and s.judge_gain is not None:
         judged += f" (kept {s.judge_gain:.2f}x what token by token keeps of the same drafts)"
@@ -129,7 +130,7 @@ def summary(s) -> str:
         f"{judged} | α {s.alpha:.2f}, kept/drafted {s.kept_rate:.2f} | "
         f"{s.tokens_per_pass:.2f} tokens per target pass | "
         f"{s.rounds} target passes, {s.draft_passes} draft passes | "
-        f"draft step {1000 * s.t_draft:.0f} ms, verify {verify}"
+        f"draft step {1000 * s.t_draft:.0f} ms, {verify}"
     )
 
 

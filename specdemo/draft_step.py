@@ -9,6 +9,7 @@ that step is captured once as a CUDA graph and replayed, one launch for all its 
 compute the same logits; the mode is a speed setting, never a change to what is sampled.
 "auto", the default, runs whichever of eager and graph measures faster on CUDA, and eager
 elsewhere: measuring is ``profile``'s (``profile.draft_step_for``), which builds on this module.
+The target's passes run on the same machinery (``target_step``).
 """
 
 import os
@@ -18,23 +19,30 @@ import torch
 
 from specdemo.lm import forward, input_ids
 
-DRAFT_STEPS = ("auto", "eager", "static", "graph")
+STEPS = ("auto", "eager", "static", "graph")
+DRAFT_STEPS = STEPS
 ENV_DRAFT_STEP = "SPECDEMO_DRAFT_STEP"
 # Tokens a static cache holds at first; it doubles (re-prefilled, re-captured) when a context
 # would outgrow it. 1,024 tokens of the 0.5B draft's cache are 12.6 MB in bf16.
 FIRST_CAPACITY = 1024
 
 
-def resolve_draft_step(step: str | None, device) -> str:
-    """The draft step mode asked for: `step`, else $SPECDEMO_DRAFT_STEP, else "auto". A graph
-    needs CUDA: asked for on another device it runs "static", the same step without capture;
-    "auto" is "eager" there, and on CUDA left for ``profile.draft_step_for`` to measure."""
-    step = step or os.environ.get(ENV_DRAFT_STEP) or "auto"
-    if step not in DRAFT_STEPS:
-        raise ValueError(f"draft step must be one of {', '.join(DRAFT_STEPS)}; got {step!r}")
+def resolve_step(step: str | None, device, env: str, what: str) -> str:
+    """The step mode asked for: `step`, else $`env`, else "auto". A graph needs CUDA: asked for
+    on another device it runs "static", the same passes without capture; "auto" is "eager"
+    there, and on CUDA left for the caller to measure. `what` names the setting in errors."""
+    step = step or os.environ.get(env) or "auto"
+    if step not in STEPS:
+        raise ValueError(f"{what} must be one of {', '.join(STEPS)}; got {step!r}")
     if torch.device(device).type != "cuda" and step in ("graph", "auto"):
         return "static" if step == "graph" else "eager"
     return step
+
+
+def resolve_draft_step(step: str | None, device) -> str:
+    """The draft step mode asked for: `step`, else $SPECDEMO_DRAFT_STEP, else "auto"
+    (``resolve_step``); "auto" on CUDA is left for ``profile.draft_step_for`` to measure."""
+    return resolve_step(step, device, ENV_DRAFT_STEP, "draft step")
 
 
 def make_draft_step(model, head=None, step: str | None = None):
@@ -88,7 +96,9 @@ class StaticDraftStep(EagerDraftStep):
     A rollback only moves the cache's length: stale keys beyond it are masked and overwritten.
     A context that outgrows the buffers starts over in buffers twice as large (``fits``).
     ``capture_seconds`` is what capturing cost (0 before any capture), ``problem`` why a capture
-    failed (the step then runs uncaptured, same logits).
+    failed (the step then runs uncaptured, same logits). A pass is captured per shape of its
+    inputs (``replayed``): the one-token step here, the target's verify passes per row count
+    (``target_step``).
     """
 
     kind = "static"
@@ -96,7 +106,7 @@ class StaticDraftStep(EagerDraftStep):
     def __init__(self, model, head=None, graph: bool = False, capacity: int | None = None):
         super().__init__(model, head)
         if graph and model.device.type != "cuda":
-            raise ValueError("a CUDA graph needs the draft on a CUDA device")
+            raise ValueError("a CUDA graph needs the model on a CUDA device")
         self.graph = graph
         self.kind = "graph" if graph else "static"
         self.capacity = capacity or FIRST_CAPACITY
@@ -107,7 +117,7 @@ class StaticDraftStep(EagerDraftStep):
     def _new_cache(self) -> None:
         self.cache = static_cache(self.model, self.capacity)
         self.length = 0
-        self._graph = self._ids_in = self._logits_out = None
+        self.graphs = {}  # a pass's key -> (its CUDA graph, its input buffers, its output)
 
     def fits(self, n_tokens: int) -> bool:
         """False (and an empty cache, twice as large or more) when `n_tokens` do not fit."""
@@ -118,41 +128,61 @@ class StaticDraftStep(EagerDraftStep):
         self._new_cache()
         return False
 
-    def run(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
-        n = len(tokens)
+    def check_room(self, n: int) -> None:
         if self.length + n > self.capacity:
             raise ValueError(f"{self.length + n} tokens do not fit a cache of {self.capacity}")
-        if n == 1 and self.graph and not self.problem and self.length:
-            if self._graph is None:
-                self._capture()
-            if self._graph is not None:
-                self._ids_in.copy_(input_ids(self.model, tokens))
-                self._graph.replay()
+
+    def run(self, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+        self.check_room(len(tokens))
+        if len(tokens) == 1:
+            logits = self.replayed(1, self.one_token, (input_ids(self.model, tokens),))
+            if logits is not None:
                 self.length += 1
-                return self._logits_out.clone()  # the next replay overwrites the output
+                return logits
         return super().run(tokens)
 
-    def _capture(self) -> None:
-        """Record the one-token step once, after a warm-up on a side stream (lazy kernels and
-        workspaces are set up outside the capture, as torch.cuda.graphs asks)."""
+    def one_token(self, ids: torch.Tensor) -> torch.Tensor:
+        """The one-token step as captured: the (1, vocab) logits of `ids` (1, 1)."""
+        return forward(self.model, ids, self.cache, head=self.head)[0]
+
+    def replayed(self, key, fn, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor | None:
+        """fn(*inputs) replayed from the CUDA graph recorded for `key` (on first use), or None
+        where it is not replayed: no graph asked for, a failed capture, or an empty cache (its
+        buffers are allocated by the first pass). The caller moves the length."""
+        if not self.graph or self.problem or not self.length:
+            return None
+        if key not in self.graphs:
+            self.capture(key, fn, inputs)
+            if key not in self.graphs:
+                return None
+        graph, held, out = self.graphs[key]
+        for buffer, x in zip(held, inputs, strict=True):
+            buffer.copy_(x)
+        graph.replay()
+        return out.clone()  # the next replay overwrites the output
+
+    def capture(self, key, fn, inputs: tuple[torch.Tensor, ...]) -> None:
+        """Record fn over copies of `inputs` once, after a warm-up on a side stream (lazy kernels
+        and workspaces are set up outside the capture, as torch.cuda.graphs asks)."""
         start = time.perf_counter()
         device = self.model.device
-        ids = torch.zeros((1, 1), dtype=torch.long, device=device)
+        held = tuple(x.clone() for x in inputs)
+        n = held[0].shape[-1]  # the tokens the pass writes
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         try:
             with torch.cuda.stream(side):
-                for _ in range(2):  # each warm-up step writes one slot past the length: undone
-                    forward(self.model, ids, self.cache, head=self.head)
-                    self.cache.crop(-1)
+                for _ in range(2):  # each warm-up writes n slots past the length: undone
+                    fn(*held)
+                    self.cache.crop(-n)
             torch.cuda.current_stream(device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):  # recorded, not run: the cache's length is unchanged
-                logits, _ = forward(self.model, ids, self.cache, head=self.head)
+                out = fn(*held)
         except Exception as e:  # e.g. a kernel that reads back to the host while recording
             self.problem = f"{type(e).__name__}: {e}".splitlines()[0][:200]
             torch.cuda.synchronize(device)
             return
         torch.cuda.synchronize(device)
-        self._graph, self._ids_in, self._logits_out = graph, ids, logits
+        self.graphs[key] = (graph, held, out)
         self.capture_seconds += time.perf_counter() - start

@@ -4,6 +4,8 @@
 yields one ``Step`` per token. Both take token ids and return token ids: the engine knows nothing
 about tokenization, except that optional stop strings are checked with a caller-given decode.
 ``generate`` is the thin non-streaming wrapper that the app, the bench and outside code call.
+The target's passes run through its step object (``target_step``: eager, or captured on a
+GPU), which owns its KV cache; what one round does with them is ``verify_pass``'s.
 """
 
 from collections.abc import Callable, Iterator
@@ -11,8 +13,8 @@ from collections.abc import Callable, Iterator
 import torch
 
 from specdemo.defaults import DEFAULTS, default_drafter
-from specdemo.drafters import Drafter, Proposal, make_drafter
-from specdemo.lm import Stopwatch, drop_last, eos_ids, forward, keep_rows, tree_forward
+from specdemo.drafters import Drafter, make_drafter
+from specdemo.lm import Stopwatch, eos_ids
 from specdemo.policy import AutoK
 from specdemo.profile import costs_for
 from specdemo.rounds import Result, Round, Stats, Step
@@ -21,16 +23,13 @@ from specdemo.sampling import (
     AcceptanceRule,
     SamplingConfig,
     check_tokens,
-    logits_to_probs,
     next_token,
-    pad_vocab,
     resolve_rule,
 )
+from specdemo.target_profile import target_step_for
 from specdemo.theory import StepCosts
-from specdemo.traversal import traverse
-from specdemo.tree import Fishbone, draw_siblings
-from specdemo.tree import judge as judge_tree
-from specdemo.verify import Verdict, check_judge, verify, verify_greedy
+from specdemo.verify import Verdict, check_judge
+from specdemo.verify_pass import check_draft, sprout, verify_round, verify_tree_round
 from specdemo.vocab import vocab_size
 
 DEFAULT_SAMPLING = SamplingConfig(DEFAULTS["temperature"], DEFAULTS["top_k"], DEFAULTS["top_p"])
@@ -86,67 +85,6 @@ class _Stopper:
         )
 
 
-def check_draft(draft: list[int], vocab: int) -> list[int]:
-    """Draft ids must be ids the target can score; raise before the target sees them."""
-    bad = [t for t in draft if not 0 <= t < vocab]
-    if bad and min(bad) < 0:
-        raise ValueError("the draft sampled from an invalid distribution (all zero or not finite)")
-    if bad:
-        raise ValueError(
-            f"the draft proposed token id {bad[0]}, outside the target's vocabulary of {vocab:,}: "
-            "target and draft must share a tokenizer"
-        )
-    return draft
-
-
-def verify_round(
-    target, cache, last: int, proposal: Proposal, sampling, generator,
-    rule: AcceptanceRule = EXACT, judge: str = "token",
-):  # fmt: skip
-    """The target scores the last emitted token and the k drafts in one pass, the acceptance
-    rule judges the drafts (token by token, or as a block: `judge`), and the cache drops the
-    rejected ones. Returns (Verdict, cache)."""
-    draft = proposal.tokens.to(target.device)
-    feed = torch.cat([torch.tensor([last], device=target.device), draft])
-    logits, cache = forward(target, feed, cache, n_logits=len(feed))  # (k+1, vocab)
-    if sampling.greedy:
-        verdict = verify_greedy(draft, logits)
-    else:
-        q = proposal.q.to(target.device) if proposal.q is not None else None
-        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator, rule, judge)
-    drop_last(cache, len(draft) - verdict.n_accepted)
-    return verdict, cache
-
-
-def sprout(proposal: Proposal, width: int, generator) -> Fishbone | None:
-    """The round's fishbone: up to `width` - 1 siblings at each depth, drawn from the draft's
-    own q there without replacement (no extra draft pass); None when no depth gets one (a chain
-    round: width 1, a greedy or copied draft, whose q is one-hot)."""
-    if width < 2 or proposal.q is None:
-        return None
-    chain = proposal.tokens.tolist()
-    siblings = [
-        draw_siblings(q, x, width, generator) for q, x in zip(proposal.q, chain, strict=True)
-    ]
-    return Fishbone(chain, siblings) if any(siblings) else None
-
-
-def verify_tree_round(
-    target, cache, last: int, tree: Fishbone, q, sampling, generator, judge: str = "token"
-):
-    """The target scores the root and every node of `tree` in one pass (``lm.tree_forward``),
-    ``tree.judge`` walks it (root to leaf, or leaf to root as a block: `judge`), and the cache
-    keeps the prefix and the kept path. Returns (``tree.TreeVerdict``, cache)."""
-    past = cache.get_seq_length() if cache is not None else 0
-    logits, cache = tree_forward(target, [last, *tree.tokens], tree.parents, cache)
-    vocab = max(logits.shape[-1], q.shape[-1])
-    p = pad_vocab(logits_to_probs(logits, sampling), vocab)
-    walk = traverse if judge == "block" else judge_tree
-    verdict = walk(tree, p, pad_vocab(q.to(target.device), vocab), generator)
-    keep_rows(cache, [*range(past), *(past + r for r in verdict.rows)])
-    return verdict, cache
-
-
 @torch.inference_mode()
 def speculative_generate(
     target,
@@ -164,6 +102,7 @@ def speculative_generate(
     on_verdict: Callable[[Verdict], None] | None = None,
     tree_width: int | str = 1,
     verify: str = "token",
+    target_step: str | None = None,
 ) -> Iterator[Round]:
     """Yield one Round per target pass until EOS, max_new_tokens or a stop string.
 
@@ -188,6 +127,10 @@ def speculative_generate(
     traversal verification, ``traversal.traverse``), which keeps at least as many in distribution.
     Both are exact; a greedy round, or a copied draft (a one-hot q), is judged token by token,
     which is the same outcome.
+
+    `target_step` is how the target's passes run (``target_step``: "eager", "static", "graph"
+    or "auto"; None: $SPECDEMO_TARGET_STEP, else ``target_step.DEFAULT_TARGET_STEP``, eager);
+    every mode gives the same logits.
     """
     context = as_list(input_ids)
     check_judge(verify)
@@ -209,8 +152,9 @@ def speculative_generate(
     observers = [stats.add] + ([policy.update] if policy else [])
     if not max_new_tokens:
         return
+    runner = target_step_for(target, target_step)  # "auto" on CUDA is measured once per target
     vocab, clock = vocab_size(target), Stopwatch(target.device)
-    cache = prefill(target, context, stats)
+    prefill(runner, context, stats)
     stats.prefill_time = clock.lap()
     while True:
         source, wanted = policy.choose_source(drafter.sources(context)) if policy else (None, k)
@@ -222,15 +166,17 @@ def speculative_generate(
         width = policy.width if chosen else tree_width
         tree = None if sampling.greedy else sprout(proposal, width, generator)
         clock.lap()
+        if tree is not None:
+            check_draft(tree.tokens, vocab)
+        rows = 1 + len(draft if tree is None else tree.tokens)  # the pass's rows
+        if not runner.fits(len(context) - 1 + rows):  # a static cache started over, larger
+            prefill(runner, context, stats)
         if tree is None:
-            verdict, cache = verify_round(
-                target, cache, context[-1], proposal, sampling, generator, rule, verify
-            )
+            verdict = verify_round(runner, context[-1], proposal, sampling, generator, rule, verify)
             kept = draft[: verdict.n_accepted]
         else:
-            check_draft(tree.tokens, vocab)
-            verdict, cache = verify_tree_round(
-                target, cache, context[-1], tree, proposal.q, sampling, generator, verify
+            verdict = verify_tree_round(
+                runner, context[-1], tree, proposal.q, sampling, generator, verify
             )
             kept = verdict.path
         verify_time = clock.lap()
@@ -276,14 +222,13 @@ def check_k(k: int | AutoK) -> AutoK | None:
     return None
 
 
-def prefill(target, context: list[int], stats: Stats):
-    """The target's KV cache of every context token but the last (None for a 1-token context):
-    each round feeds the last emitted token itself."""
-    if len(context) < 2:
-        return None
-    _, cache = forward(target, context[:-1], None)
-    stats.target_passes += 1
-    return cache
+def prefill(runner, context: list[int], stats: Stats) -> None:
+    """Feed the target's step object (`runner`, empty) every context token but the last
+    (nothing for a 1-token context): each round feeds the last emitted token itself."""
+    runner.fits(len(context))
+    if len(context) >= 2:
+        runner.run(context[:-1])
+        stats.target_passes += 1
 
 
 @torch.inference_mode()
@@ -296,21 +241,27 @@ def autoregressive_generate(
     generator: torch.Generator | None = None,
     stop_strings: tuple[str, ...] = (),
     decode: Callable[[list[int]], str] | None = None,
+    target_step: str | None = None,
 ) -> Iterator[Step]:
-    """The baseline: one target pass per token, same warping and stops as the speculative loop."""
+    """The baseline: one target pass per token, same warping and stops as the speculative loop,
+    its passes run as `target_step` asks (``speculative_generate``)."""
     context = as_list(input_ids)
     if not context:
         raise ValueError("input_ids must hold at least one token")
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     if not max_new_tokens:
         return
+    runner = target_step_for(target, target_step)
     clock = Stopwatch(target.device)
-    cache, feed = None, context
+    feed = context
     while True:
-        logits, cache = forward(target, feed, cache)
+        if not runner.fits(len(context)):  # a static cache started over, larger: feed it all
+            feed = context
+        logits = runner.run(feed)
         token = next_token(logits, sampling, generator)
         feed = token
         tokens, finished = stopper.cut(check_tokens(token.tolist(), "target"))
+        context += tokens
         yield Step(token=tokens[0], time=clock.lap(), finished=finished)
         if finished:
             return
@@ -334,6 +285,7 @@ def generate(
     rule: str | AcceptanceRule = "exact",
     tree_width: int | str = 1,
     verify: str = DEFAULTS["verify"],
+    target_step: str | None = None,
 ) -> Result:
     """Speculative generation in one call: the new token ids and the stats. k="auto" chooses k
     before each round (``policy.AutoK``) from step costs measured once per pair on this machine
@@ -342,7 +294,8 @@ def generate(
     `tree_width` > 1 verifies a token tree each round (``speculative_generate``); "auto", with
     k="auto", lets the policy choose a width up to AUTO_TREE_WIDTH each round (1 where a tree
     does not pay). `verify`: the judge, "token" (token by token) or "block" (the whole block;
-    a tree by traversal), both exact."""
+    a tree by traversal), both exact. `target_step`: how the target's passes run
+    (``target_step``; None: $SPECDEMO_TARGET_STEP, else "auto", eager off CUDA)."""
     check_judge(verify)
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)
@@ -365,6 +318,7 @@ def generate(
             rule=rule,
             tree_width=tree_width,
             verify=verify,
+            target_step=target_step,
         )
     )
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)

@@ -31,6 +31,22 @@ def forward(model, tokens: list[int] | torch.Tensor, cache, n_logits: int = 1, h
     return head(out.last_hidden_state[0, -n_logits:]), out.cache
 
 
+def tree_layout(parents: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A token tree's rows as a pass sees them: (seen (n, n) bool, row r sees row j: its
+    ancestors and itself; depth (n,) long, a row hanging from the prefix at 0). `parents[r]` is
+    row r's parent row, -1 for a row hanging from the prefix."""
+    n = len(parents)
+    depth, seen = [], torch.zeros((n, n), dtype=torch.bool, device=device)
+    for r, parent in enumerate(parents):
+        if parent >= r:
+            raise ValueError("a tree's rows must come after their parents")
+        depth.append(0 if parent < 0 else depth[parent] + 1)
+        if parent >= 0:
+            seen[r] = seen[parent]
+        seen[r, r] = True
+    return seen, torch.tensor(depth, device=device)
+
+
 def tree_forward(model, tokens: list[int], parents: list[int], cache):
     """Feed a token tree after what `cache` holds, in one pass: row r (token `tokens[r]`) sits at
     position L + its depth and sees the cached prefix, its ancestors and itself (`parents[r]`
@@ -39,19 +55,12 @@ def tree_forward(model, tokens: list[int], parents: list[int], cache):
     ``keep_rows`` keeps the accepted ones."""
     n = len(tokens)
     past = cache.get_seq_length() if cache is not None else 0
-    depth, seen = [], torch.zeros((n, n), dtype=torch.bool, device=model.device)
-    for r, parent in enumerate(parents):
-        if parent >= r:
-            raise ValueError("a tree's rows must come after their parents")
-        depth.append(0 if parent < 0 else depth[parent] + 1)
-        if parent >= 0:
-            seen[r] = seen[parent]
-        seen[r, r] = True
+    seen, depth = tree_layout(parents, model.device)
     visible = torch.cat([seen.new_ones((n, past)), seen], 1)
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(visible.shape, dtype=dtype, device=model.device)
     mask = mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None]  # (1, 1, n, L + n)
-    positions = torch.tensor([past + d for d in depth], device=model.device)[None]
+    positions = (depth + past)[None]
     out = model(input_ids=input_ids(model, tokens), attention_mask=mask, position_ids=positions,
                 cache=cache, use_cache=True, logits_to_keep=n)  # fmt: skip
     return out.logits[0], out.cache

@@ -43,7 +43,7 @@ the rounds after it within a few rounds.
 from dataclasses import dataclass, field
 
 from specdemo.rounds import Round
-from specdemo.theory import StepCosts
+from specdemo.theory import StepCosts, sibling_chance
 
 # Before any round: a prior acceptance rate per source and how many observations it is worth,
 # tuned in a simulation of whole requests (docs/bench/auto-k.md).
@@ -208,11 +208,8 @@ class AutoK:
 
     def sibling_chance(self, width: int) -> float:
         """The chance one of a node's `width` - 1 siblings is kept after its first guess was
-        rejected."""
-        missed = 1.0
-        for b in self.siblings.rates(width - 1, SIBLING_PRIOR):
-            missed *= 1 - b
-        return 1 - missed
+        rejected (``theory.sibling_chance`` at this request's rates by rank)."""
+        return sibling_chance(self.siblings.rates(width - 1, SIBLING_PRIOR))
 
     def tokens_per_second(self, source: str, width: int = 1) -> list[float]:
         """Predicted tokens per second for k = 0..k_max, with trees of `width`."""
@@ -257,9 +254,8 @@ class AutoK:
         self.siblings.add(r)
         # A time of 0 was not measured (a round replayed or built by hand).
         if r.verify_time > 0:
-            rows = 1 + r.k + sum(map(len, r.siblings))
             self.pass_seconds = LIVE_DECAY * self.pass_seconds + r.verify_time
-            self.pass_profiled = LIVE_DECAY * self.pass_profiled + self.costs.pass_seconds(rows)
+            self.pass_profiled = LIVE_DECAY * self.pass_profiled + self.costs.pass_seconds(r.rows)
         drafted = r.source == "model" and r.draft_steps > 0
         # Only a round after a drafting round shows the steady state's extra.
         if drafted and self.drafted_last and r.draft_time > 0:

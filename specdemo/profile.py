@@ -1,8 +1,9 @@
 """Step costs measured on the running machine, for the cost model and automatic K.
 
 ``measure_costs`` times a few forward passes with a warm KV cache: one plain target step, one
-draft step as the drafter runs it (its cut head and step mode included, ``draft_step``), and
-target verify passes over k + 1 tokens. ``costs_for`` keeps the target's steps per target and a
+draft step as the drafter runs it (its head, ``draft_vocab.context_head``, whose spare rows for
+the text's ids cost their matmul filled or not, and its step mode, ``draft_step``), and target
+verify passes over k + 1 tokens. ``costs_for`` keeps the target's steps per target and a
 draft step per draft, head and mode, so only the first request (or the app's warm-up) pays the
 few seconds it takes. Every lap synchronises the device (``lm.Stopwatch``): on CUDA a cost is the
 work done, not the time to queue it.
@@ -14,7 +15,7 @@ import weakref
 import torch
 
 from specdemo.draft_step import make_draft_step, resolve_draft_step
-from specdemo.draft_vocab import draft_head
+from specdemo.draft_vocab import context_head
 from specdemo.lm import Stopwatch, forward
 from specdemo.theory import StepCosts
 from specdemo.vocab import vocab_size
@@ -93,7 +94,7 @@ def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eag
         return costs
     key = (id(draft), head_rows, step)
     if key not in measured:
-        head = draft_head(draft, head_rows)
+        head = context_head(draft, head_rows)  # the head a drafter with `head_rows` runs
         measured[key] = draft_seconds(draft, synthetic_context(target, draft), head, step)
     return StepCosts(costs.t_step, measured[key], costs.t_verify)
 
@@ -108,7 +109,7 @@ def captured_draft_seconds(target, draft, head_rows: int | None = None) -> float
     measured = _profiles.setdefault(target, {})
     key = (id(draft), head_rows, "captured")
     if key not in measured:
-        head = draft_head(draft, head_rows)
+        head = context_head(draft, head_rows)
         context = synthetic_context(target, draft)
         seconds, runner = timed_draft_step(draft, context, head, "graph")
         measured[key] = None if runner.problem else seconds

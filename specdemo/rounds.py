@@ -98,6 +98,12 @@ class Round:
         return len(self.draft)
 
     @property
+    def rows(self) -> int:
+        """Rows of the round's target pass: the last emitted token, the k drafts, and a tree's
+        siblings (``tree.Fishbone``: 1 + k * width when every depth has its siblings)."""
+        return 1 + self.k + sum(map(len, self.siblings))
+
+    @property
     def rejected(self) -> int | None:
         """The first rejected draft token, if any."""
         return self.draft[self.n_accepted] if self.n_accepted < self.k else None
@@ -156,7 +162,8 @@ class Stats:
     draft_time: float = 0.0
     verify_time: float = 0.0
     wall_time: float = 0.0
-    verify_times: dict[int, list[float]] = field(default_factory=dict)  # k -> each verify pass
+    # rows of the pass (``Round.rows``: a tree's pass has more than k + 1) -> each verify pass
+    verify_times: dict[int, list[float]] = field(default_factory=dict)
     # One plain target step, measured by whoever timed the target alone (the engine never runs
     # one, except as a round with k = 0).
     t_step: float | None = None
@@ -214,15 +221,19 @@ class Stats:
         return self.draft_time / self.draft_passes if self.draft_passes else 0.0
 
     @property
-    def t_verify(self) -> dict[int, float]:
-        """Median seconds of a verify pass over k drafts (k + 1 tokens), for each k seen."""
-        return {k: statistics.median(times) for k, times in sorted(self.verify_times.items())}
+    def t_verify_rows(self) -> dict[int, float]:
+        """Median seconds of a verify pass over n rows, for each n seen: k + 1 for a chain of k
+        drafts, 1 + k * w for a fishbone of width w (1 for a k = 0 round, a plain step)."""
+        times = sorted(self.verify_times.items())
+        return {rows: statistics.median(seconds) for rows, seconds in times}
 
     def costs(self) -> StepCosts | None:
         """The measured step costs, once a plain target step is known (`t_step`, or a k = 0
-        round); None before."""
-        t_step = self.t_step or self.t_verify.get(0)
-        return StepCosts(t_step, self.t_draft, self.t_verify) if t_step else None
+        round); None before. A pass over n rows is ``StepCosts``' verify at n - 1."""
+        passes = self.t_verify_rows
+        t_step = self.t_step or passes.get(1)
+        t_verify = {rows - 1: t for rows, t in passes.items() if rows > 1}
+        return StepCosts(t_step, self.t_draft, t_verify) if t_step else None
 
     @property
     def c(self) -> float | None:
@@ -250,7 +261,7 @@ class Stats:
         self.draft_passes += r.draft_steps
         self.draft_time += r.draft_time
         self.verify_time += r.verify_time
-        self.verify_times.setdefault(r.k, []).append(r.verify_time)
+        self.verify_times.setdefault(r.rows, []).append(r.verify_time)
         self.accepted_hist += [0] * (r.kept + 1 - len(self.accepted_hist))
         self.accepted_hist[r.kept] += 1
 
@@ -263,7 +274,7 @@ class Stats:
             tokens_per_s=self.tokens_per_s,
             bookkeeping_share=self.bookkeeping_share,
             t_draft=self.t_draft,
-            t_verify=self.t_verify,
+            t_verify_rows=self.t_verify_rows,
             c=self.c,
             judge_gain=self.judge_gain,
             expected_gain=self.expected_gain,

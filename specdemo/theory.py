@@ -4,6 +4,7 @@ Closed forms from Leviathan et al. (2023), section 3, for i.i.d. acceptance with
 round of k drafts yields (1 - alpha^(k+1)) / (1 - alpha) tokens per target pass. The paper's
 speedup charges a round c*k + 1 target steps (c = t_draft / t_step, verify as cheap as one step);
 ``StepCosts`` charges the verify pass at its measured cost instead, which is what a CPU needs.
+A token tree (``tree``'s fishbone) has its own expectation, ``expected_tree_tokens_per_pass``.
 """
 
 from dataclasses import dataclass
@@ -15,7 +16,30 @@ def expected_tokens_per_pass(alpha: float, k: int) -> float:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     if alpha == 1.0:
         return k + 1.0
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)  # arithmetic only: a Fraction stays exact
+
+
+def expected_tree_tokens_per_pass(alpha: float, k: int, sibling: float) -> float:
+    """E[tokens per target pass] of a fishbone of k chain nodes, under i.i.d. acceptance: each
+    chain node is kept with `alpha`; at a node whose chain guess was rejected, one of its
+    siblings is kept with `sibling` (``sibling_chance``), and the round ends below it. Depth d
+    is reached with alpha^(d-1) and keeps a node there with alpha + (1 - alpha) * sibling, so
+    E = 1 + sum over d of alpha^(d-1) (alpha + (1 - alpha) sibling)
+      = (1 - alpha^(k+1)) / (1 - alpha) + sibling * (1 - alpha^k):
+    the chain's, and what the siblings add. `sibling` = 0 is the chain."""
+    if not 0.0 <= sibling <= 1.0:
+        raise ValueError(f"sibling must be in [0, 1], got {sibling}")
+    return expected_tokens_per_pass(alpha, k) + sibling * (1 - alpha**k)
+
+
+def sibling_chance(rates: list[float]) -> float:
+    """The chance one of a node's siblings is kept once its chain guess was rejected, where the
+    sibling of each rank is kept with rates[rank] once those before it were rejected:
+    1 - prod(1 - b)."""
+    missed = 1.0
+    for b in rates:
+        missed *= 1 - b
+    return 1 - missed
 
 
 def expected_speedup(alpha: float, k: int, c: float) -> float:
@@ -44,7 +68,8 @@ def optimal_k(alpha: float, c: float, k_max: int = 16) -> int:
 @dataclass(frozen=True)
 class StepCosts:
     """Seconds measured on the running machine: one plain target step, one draft step, and a
-    verify pass over k drafts (k + 1 tokens) for each k measured."""
+    verify pass over n + 1 rows under key n, for each n measured: a chain of k drafts at k, a
+    fishbone of k chain nodes and width w (1 + k*w rows) at k*w."""
 
     t_step: float
     t_draft: float
@@ -73,9 +98,14 @@ class StepCosts:
         """A (k+1)-token verify pass in target steps (1 in the paper's model)."""
         return self.t_verify[k] / self.t_step
 
-    def speedup(self, alpha: float, k: int) -> float:
-        """Predicted speedup at per-draft acceptance `alpha` (``predicted_speedup``)."""
-        return predicted_speedup(alpha, k, self.t_step, self.t_draft, self.t_verify[k])
+    def speedup(self, alpha: float, k: int, width: int = 1, sibling: float = 0.0) -> float:
+        """Predicted speedup at per-draft acceptance `alpha` (``predicted_speedup``); with
+        `width` > 1, a fishbone's: ``expected_tree_tokens_per_pass`` at sibling chance
+        `sibling`, its pass over 1 + k * width rows at that pass's measured cost."""
+        if width == 1:
+            return predicted_speedup(alpha, k, self.t_step, self.t_draft, self.t_verify[k])
+        tokens = expected_tree_tokens_per_pass(alpha, k, sibling)
+        return tokens * self.t_step / (k * self.t_draft + self.t_verify[k * width])
 
     def speedup_at(self, tokens_per_pass: float, k: int) -> float:
         """The speedup that a measured tokens-per-pass buys at these costs: what a loop with no

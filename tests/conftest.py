@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -34,7 +35,7 @@ class ToyCache:
         del self.tokens[tokens_to_remove:]
 
     def keep_rows(self, rows: list[int]) -> None:
-        """After a tree pass: only `rows`, in order (``lm.keep_rows``)."""
+        """After a tree pass: only `rows`, in order (``tree.keep_rows``)."""
         self.tokens = [self.tokens[r] for r in rows]
 
 
@@ -135,8 +136,9 @@ def toy_tables(vocab: int = 6, closeness: float = 0.3, seed: int = 0):
     return target, draft
 
 
-def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int = 2):
-    """A tiny random-weight causal LM of a real architecture, in float32."""
+def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int = 2, **config):
+    """A tiny random-weight causal LM of a real architecture, in float32; `config` sets more of
+    its config (a sliding window, say)."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     config_cls, model_cls = {
@@ -154,6 +156,7 @@ def tiny_model(arch: str = "qwen2", seed: int = 0, vocab: int = 256, layers: int
         eos_token_id=None,
         bos_token_id=None,
         pad_token_id=None,
+        **config,
     )
     torch.manual_seed(seed)
     model = model_cls(config).eval()
@@ -272,3 +275,19 @@ def replay_against_eager(model, head=None, context=None, steps: int = 32, frozen
         for s, e in zip(static.cache.layers, eager.cache.layers, strict=True)
     )
     return worst_logit, worst_key
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the ops that read a tensor's value back to the host (``.item()``, ``nonzero``):
+    inside a CUDA graph capture each would fail or freeze a value."""
+
+    READS = ("aten._local_scalar_dense", "aten.nonzero", "aten.item")
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func).startswith(self.READS):
+            self.reads.append(str(func))
+        return func(*args, **(kwargs or {}))

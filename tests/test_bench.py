@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from specdemo import bench, bench_report
+from specdemo import bench, bench_report, bench_runs
 from specdemo.lm import Stopwatch, head_over
 from specdemo.sampling import SamplingConfig
 
@@ -30,7 +30,7 @@ def log(pair, monkeypatch):
     for each torch.cuda.synchronize; the bench's timers wait as on a CUDA device."""
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("S"))
-    monkeypatch.setattr(bench, "Stopwatch", CudaStopwatch)
+    monkeypatch.setattr(bench_runs, "Stopwatch", CudaStopwatch)
     # run_hf sets the draft's assisted-generation settings; the shared pair keeps its own.
     monkeypatch.setattr(
         pair.draft, "generation_config", copy.deepcopy(pair.draft.generation_config)

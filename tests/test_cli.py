@@ -74,6 +74,16 @@ def test_generate_streams_plain_text_and_a_summary_line(capsys):
     assert "10 tokens in" in captured.err and "draft step" in captured.err
 
 
+def test_the_summary_names_each_verify_pass_by_its_rows():
+    """A chain of K = 2 is a pass over 3 rows; a fishbone of K = 2 at width 3, over 7: the
+    summary names each measured pass by its rows, never by a K that a tree's pass is not."""
+    from specdemo.rounds import Stats
+
+    stats = Stats(new_tokens=10, wall_time=1.0, rounds=2, verify_times={3: [0.02], 7: [0.05]})
+    line = cli.summary(stats)
+    assert "verify 3 rows: 20 ms, verify 7 rows: 50 ms" in line and "k=" not in line
+
+
 def test_cli_defaults_are_the_shared_defaults():
     args = cli.build_parser().parse_args(["generate", "x"])
     for name in ("k", "temperature", "top_k", "top_p", "seed", "max_new_tokens"):

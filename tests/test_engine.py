@@ -277,11 +277,11 @@ def test_stats_add_up(tiny_qwen):
     assert stats.draft_passes == sum(r.draft_steps for r in rounds) == sum(r.k for r in rounds)
     # c = t_draft / t_step needs a plain target step, which a run at k = 4 never takes.
     assert stats.c is None and stats.costs() is None
-    assert set(stats.t_verify) == {r.k for r in rounds}
+    assert set(stats.t_verify_rows) == {r.k + 1 for r in rounds}  # a chain's pass: k + 1 rows
     stats.t_step = 2 * stats.t_draft
     assert stats.c == pytest.approx(0.5)
     costs = stats.costs()
-    assert costs.verify_cost(4) == pytest.approx(stats.t_verify[4] / stats.t_step)
+    assert costs.verify_cost(4) == pytest.approx(stats.t_verify_rows[5] / stats.t_step)
 
 
 def test_zero_new_tokens_is_an_empty_answer(tiny_qwen):

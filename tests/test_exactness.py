@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import ToyLM, ToyStaticCache, toy_tables
 
-from specdemo import draft_step, engine
+from specdemo import draft_step, target_step
 from specdemo.app.exact import chi_square
 from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
 from specdemo.engine import make_generator, speculative_generate
@@ -381,11 +381,11 @@ def test_the_tree_cases_keep_siblings():
 def test_a_wrong_tree_gather_fails_the_test(monkeypatch):
     """A gather that keeps the cache's first rows, right for a chain's kept tokens but not for a
     kept sibling, is caught."""
-    from specdemo import lm
+    from specdemo import tree
 
-    real = lm.keep_rows
+    real = tree.keep_rows
     monkeypatch.setattr(
-        engine, "keep_rows", lambda cache, rows: real(cache, list(range(len(rows))))
+        target_step, "keep_rows", lambda cache, rows: real(cache, list(range(len(rows))))
     )
     assert run_case("k3-t1-history-caches", width=2) < 1e-3
 
@@ -499,5 +499,5 @@ def test_judging_the_block_keeps_the_target_distribution(name, width):
 
 def test_a_wrong_cache_rollback_fails_the_test(monkeypatch):
     """A KV cache crop that keeps one rejected draft is caught too."""
-    monkeypatch.setattr(engine, "drop_last", keep_one_rejected)
+    monkeypatch.setattr(target_step, "drop_last", keep_one_rejected)
     assert run_case("k3-t1-history-caches") < 1e-3

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo import bench, bench_report
+from specdemo import bench, bench_report, bench_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a Python function that adds two numbers."
@@ -25,7 +25,7 @@ def test_forward_timer_waits_for_the_cuda_device(monkeypatch):
     synced = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
     layer = torch.nn.Linear(4, 4)
-    timer = bench.ForwardTimer("cuda", layer)
+    timer = bench_runs.ForwardTimer("cuda", layer)
     synced.clear()
     layer(torch.zeros(1, 4))
     timer.remove()

@@ -29,3 +29,22 @@ def test_the_captured_step_is_measured_on_cuda_only():
     target, draft = tiny_model("qwen2", seed=0), tiny_model("qwen2", seed=1)
     assert draft.device == torch.device("cpu")
     assert profile.captured_draft_seconds(target, draft) is None
+
+
+def test_the_profiled_draft_step_runs_the_head_the_drafter_runs(monkeypatch):
+    """The draft step is timed with the drafter's own head: the same fixed rows (shared, not
+    copied) and as many spare rows for the text's ids, whose matmul a step pays filled or not."""
+    from specdemo.drafters import make_drafter
+    from specdemo.sampling import SamplingConfig
+
+    target, draft = tiny_model("qwen2", seed=0), tiny_model("qwen2", seed=1)
+    model = make_drafter("model", draft, SamplingConfig(1.0), None, "cpu", head_rows=64)
+    timed = []
+    monkeypatch.setattr(
+        profile, "draft_seconds", lambda d, context, head, step: timed.append(head) or 0.01
+    )
+    profile.costs_for(target, draft, model.head_rows, model.step.kind)
+    [head] = timed
+    assert (head.rows, head.spare) == (model.head.rows, model.head.spare) and head.spare > 0
+    assert head.weight.data_ptr() == model.head.weight.data_ptr()
+    assert torch.equal(head.all_ids[: head.rows], model.head.all_ids[: model.head.rows])

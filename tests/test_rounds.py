@@ -55,3 +55,20 @@ def test_a_generations_times_add_up_to_its_wall_time(tiny_qwen):
     parts = s.prefill_time + s.draft_time + s.verify_time + s.bookkeeping_time
     assert s.bookkeeping_time > 0 and parts == pytest.approx(s.wall_time)
     assert s.draft_time == pytest.approx(sum(r.draft_time for r in result.rounds))
+
+
+def test_verify_times_are_keyed_by_the_rows_of_the_pass():
+    """A chain of k drafts is a pass over k + 1 rows, a fishbone's over its siblings too: a
+    tree of K = 2 and width 2 (1 + 2 * 2 = 5 rows) is not timed as a chain of K = 2 (3 rows).
+    The step costs hold a pass over n rows at n - 1, and a k = 0 round is the plain step."""
+    import dataclasses
+
+    stats = Stats()
+    chain, plain = round_of([1, 2], 1), round_of([], 0)
+    tree = dataclasses.replace(round_of([1, 2], 1), siblings=((5,), (6,)), width=2,
+                               verify_time=0.05)  # fmt: skip
+    for r in (chain, tree, plain):
+        stats.add(r)
+    assert (chain.rows, tree.rows, plain.rows) == (3, 5, 1)
+    assert stats.t_verify_rows == {1: 0.02, 3: 0.02, 5: 0.05}
+    assert stats.costs().t_verify == {2: 0.02, 4: 0.05} and stats.costs().t_step == 0.02

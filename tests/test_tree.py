@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from specdemo import lm
-from specdemo.tree import Fishbone, draw_siblings, first_token_samples, judge, node_rule
+from specdemo.tree import (
+    Fishbone,
+    draw_siblings,
+    first_token_samples,
+    judge,
+    keep_rows,
+    node_rule,
+)
 
 
 def frac(values) -> np.ndarray:
@@ -162,6 +169,48 @@ def test_siblings_are_drawn_without_replacement_from_q():
     assert draw_siblings(torch.tensor([0.0, 1.0]), 1, 3, g) == []  # one-hot q: no siblings
 
 
+class TargetGenerator:
+    """The target's generator on a GPU, stood in on the CPU: it says it sits on "cuda" and
+    draws with `real`, a CPU generator, once asked for numbers on its own device."""
+
+    device = torch.device("cuda", 0)
+
+    def __init__(self, real: torch.Generator):
+        self.real = real
+
+
+def test_siblings_are_drawn_with_the_targets_generator_while_q_sits_on_the_drafts_device(
+    monkeypatch,
+):
+    """A draft on another device than the target: the round's q lies on the draft's device, the
+    engine's generator on the target's, and a fishbone draws each depth's siblings from q there
+    (``draw_siblings``). A generator draws only on its own device (emulated as CUDA checks it:
+    ``torch.rand`` refuses one whose device is not the device asked for), so the uniforms are
+    drawn on the generator's device, the same draws as a CPU generator of the same seed's."""
+    real_rand = torch.rand
+
+    def rand(*size, generator=None, device=None, **kwargs):
+        if not isinstance(generator, TargetGenerator):
+            return real_rand(*size, generator=generator, device=device, **kwargs)
+        if torch.device(device) != generator.device:
+            raise RuntimeError(
+                f"Expected a '{torch.device(device).type}' device type for generator but found "
+                f"'{generator.device.type}'"
+            )
+        return real_rand(*size, generator=generator.real, **kwargs)
+
+    q = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]])  # (k, vocab), on the draft's
+    chain = [3, 0]
+
+    def siblings(generator) -> list[list[int]]:
+        return [draw_siblings(row, x, 3, generator) for row, x in zip(q, chain, strict=True)]
+
+    want = siblings(torch.Generator().manual_seed(4))
+    monkeypatch.setattr(torch, "rand", rand)
+    assert siblings(TargetGenerator(torch.Generator().manual_seed(4))) == want
+    assert all(len(group) == 2 for group in want)
+
+
 def test_the_fishbone_lays_out_rows_and_parents():
     tree = Fishbone(chain=[7, 8, 9], siblings=[[4], [], [5, 6]])
     assert tree.tokens == [7, 8, 9, 4, 5, 6]
@@ -210,11 +259,50 @@ def test_one_tree_pass_scores_each_node_as_its_own_path(arch, request):
     # Kept: the chain's first two tokens; then the second sibling at depth 1 (row 5).
     for kept_rows, path in [([1, 2], [11, 12]), ([5], [22]), ([1, 2, 6], [11, 12, 23])]:
         _, cache = tree_pass()
-        lm.keep_rows(cache, [*range(past + 1), *(past + r for r in kept_rows)])
+        held = [(layer.keys.data_ptr(), layer.values.data_ptr()) for layer in cache.layers]
+        keep_rows(cache, [*range(past + 1), *(past + r for r in kept_rows)])
         _, fed = lm.forward(model, prefix + path, None)
         for kept, want in zip(cache.layers, fed.layers, strict=True):
             torch.testing.assert_close(kept.keys, want.keys, atol=1e-5, rtol=0)
             torch.testing.assert_close(kept.values, want.values, atol=1e-5, rtol=0)
+        # Gathered in place: the rows kept stay in the buffers the pass wrote, not a copy.
+        assert [(layer.keys.data_ptr(), layer.values.data_ptr()) for layer in cache.layers] == held
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_the_gather_moves_only_the_rows_after_the_first_gap_in_place(tiny_qwen, static):
+    """Each layer ends up holding exactly `rows` of what it held, in order, in the same buffers:
+    the rows before the first gap never move, the later ones are written down into place, and
+    the tail is cropped (a dynamic cache's view, a static one's length)."""
+    from transformers import StaticCache
+
+    cache = StaticCache(config=tiny_qwen.config, max_cache_len=32) if static else None
+    _, cache = lm.forward(tiny_qwen, list(range(3, 12)), cache)
+    held = [(layer.keys[..., :9, :].clone(), layer.values[..., :9, :].clone(),
+             layer.keys.data_ptr()) for layer in cache.layers]  # fmt: skip
+    rows = [0, 1, 2, 3, 4, 6, 8]  # the prefix and the root, a kept chain node, then a sibling
+    keep_rows(cache, rows)
+    assert int(cache.get_seq_length()) == len(rows)
+    for layer, (keys, values, address) in zip(cache.layers, held, strict=True):
+        assert torch.equal(layer.keys[..., : len(rows), :], keys[..., rows, :])
+        assert torch.equal(layer.values[..., : len(rows), :], values[..., rows, :])
+        assert layer.keys.data_ptr() == address
+
+
+@pytest.mark.parametrize("window", [4, 64])
+def test_a_cache_with_sliding_window_layers_is_refused_not_cut(window):
+    """A sliding-window layer holds only its window's tail, so after a tree pass the prefix rows
+    that the rejected rows pushed out are gone (a window of 4 under 7 rows), and its length
+    is its own count, which a gather does not update (a window of 64): the gather refuses such
+    a cache."""
+    from conftest import tiny_model
+
+    model = tiny_model(use_sliding_window=True, sliding_window=window, max_window_layers=1)
+    _, cache = lm.forward(model, [5, 17, 42], None)
+    tree = Fishbone(chain=[11, 12], siblings=[[21], []])
+    _, cache = lm.tree_forward(model, [3, *tree.tokens], tree.parents, cache)
+    with pytest.raises(ValueError, match="sliding-window"):
+        keep_rows(cache, [0, 1, 2, 3, 4])
 
 
 def test_a_greedy_tree_is_the_chain(pair):

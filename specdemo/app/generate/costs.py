@@ -14,7 +14,7 @@ from statistics import mean
 
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
-from specdemo.theory import StepCosts, expected_speedup
+from specdemo.theory import StepCosts, expected_speedup, expected_tree_tokens_per_pass
 from specdemo.threads import cores as usable_cores
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
@@ -52,6 +52,7 @@ class Curves:
     # The same with the draft step replayed from a CUDA graph, where that step was measured.
     captured: dict[int, float] | None = None
     captured_c: float | None = None
+    width: int = 1  # a tree's: each verify pass holds 1 + K * width rows
 
     @property
     def best_k(self) -> int:
@@ -76,6 +77,9 @@ def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
     alpha = min(mean(r.alpha for r, _ in measured), 1.0)
     captured = [t for r, _ in measured if (t := r.cost_t_draft_captured)]
     lever = replace(costs, t_draft=mean(captured)) if captured and costs.t_draft else None
+    width = group[0].tree_width if isinstance(group[0].tree_width, int) else 1
+    if width > 1:  # a tree's curves are a tree's, at the siblings' measured chance, or none
+        return tree_curves(key, measured, alpha, costs, width)
     return Curves(
         name=group_name(key),
         alpha=alpha,
@@ -85,6 +89,36 @@ def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
         captured={k: lever.speedup(alpha, k) for k in ks} if lever else None,
         captured_c=lever.c if lever else None,
     )
+
+
+def tree_words(width: int) -> str:
+    return f", tree width {width}" if width > 1 else ""
+
+
+def tree_curves(key, measured: list, alpha: float, costs: StepCosts, width: int) -> Curves:
+    """A tree group's curves at width `width`, priced as automatic K prices a tree: E[tokens per
+    pass] of the fishbone (``theory.expected_tree_tokens_per_pass``) at the siblings' chance the
+    group's runs measured, the policy's prior for a rank none tried (``AutoK.sibling_chance``),
+    over a verify of one step (the textbook's) and over the profile's pass of 1 + K * width rows
+    (``StepCosts.pass_seconds``): never a chain's formula under a tree's name."""
+    policy = AutoK(costs, max_width=width)
+    judged, kept = [], []  # per sibling rank, over the group's runs
+    for r, _ in measured:
+        for rank, (tried, held) in enumerate(zip(r.sibling_judged, r.sibling_kept, strict=True)):
+            if rank == len(judged):
+                judged.append(0), kept.append(0)
+            judged[rank] += tried
+            kept[rank] += held
+    policy.siblings = SiblingAcceptance(judged, kept)
+    sibling = policy.sibling_chance(width)
+    textbook, predicted = {}, {}
+    for k in K_AXIS:
+        tokens = expected_tree_tokens_per_pass(alpha, k, sibling)
+        textbook[k] = tokens / (costs.c * k + 1.0)
+        if k in costs.t_verify:
+            seconds = k * costs.t_draft + costs.pass_seconds(1 + k * width)
+            predicted[k] = tokens * costs.t_step / seconds
+    return Curves(group_name(key), alpha, costs, textbook, predicted, width=width)
 
 
 BUSY = 1.25  # a run's steps this many times slower (or faster) than profiled: a busier machine
@@ -106,11 +140,12 @@ def cost_note(runs: list[RunRecord]) -> str:
     curve = group_curves(key, group)
     if curve is None:
         return "*The cost model needs this machine's step profile; this run has none.*"
-    k = runs[-1].k if runs[-1].k in curve.costs.t_verify else curve.best_k
-    verify = curve.costs.verify_cost(k)
+    k = runs[-1].k if runs[-1].k in curve.predicted else curve.best_k
+    rows = k * curve.width  # the verify pass's rows, less the last emitted token
+    verify = curve.costs.pass_seconds(rows + 1) / curve.costs.t_step
     if verify < NOISE:
         disturbed = (
-            f"*The step profile is disturbed: it timed a verify of {k + 1} tokens at "
+            f"*The step profile is disturbed: it timed a verify of {rows + 1} tokens at "
             f"{verify:.2f} plain steps, which no pass can cost, so the machine's load changed "
             "while it was timed; restart the app on a quieter machine to re-profile.*"
         )
@@ -122,7 +157,8 @@ def cost_note(runs: list[RunRecord]) -> str:
     level = " (level with it, within timing noise)" if peak >= textbook_peak else ""
     headline = (
         f"**Why the two curves differ** ({curve.name}, α per draft = {curve.alpha:.2f}): "
-        f"verifying {k + 1} tokens (K = {k}) costs {verify:.2f} target steps on this machine, "
+        f"verifying {rows + 1} tokens (K = {k}{tree_words(curve.width)}) costs {verify:.2f} "
+        "target steps on this machine, "
         f"and {draft}, so the curve predicted from measured costs peaks at {peak:.2f}× "
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."

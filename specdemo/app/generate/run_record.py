@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass, replace
 
 from specdemo.app.config import RunConfig
 from specdemo.app.generate.race import SpecRun, TargetRun
-from specdemo.policy import Acceptance
-from specdemo.theory import StepCosts, expected_tokens_per_pass
+from specdemo.policy import Acceptance, SiblingAcceptance
+from specdemo.theory import StepCosts, expected_tree_tokens_per_pass, sibling_chance
 
 TIME_PARTS = ("draft steps", "verify passes", "prefill", "other")
 
@@ -41,7 +41,10 @@ class RunRecord:
     drafted: int = 0
     alpha: float = 0.0  # drafts kept / judged: the α of the formulas
     tokens_per_pass: float = 0.0
-    expected_tokens_per_pass: float | None = None  # the i.i.d. formula at alpha
+    # The i.i.d. formula at alpha, a tree round's at alpha and the siblings' measured chance
+    # (``theory.expected_tree_tokens_per_pass``); None where a sibling rank a tree needs was
+    # never tried, so its chance was not measured.
+    expected_tokens_per_pass: float | None = None
     mean_k: float = 0.0  # the mean K asked per round
     position_judged: tuple[int, ...] = ()  # per draft position: rounds that judged it
     position_kept: tuple[int, ...] = ()  # ... and that kept it
@@ -66,10 +69,12 @@ class RunRecord:
     # The run's own step costs: t_step from the target alone, None when it was too short.
     t_step: float | None = None
     t_draft: float = 0.0
-    t_verify: float | None = None  # the verify pass at the asked K, when one ran
+    # The verify pass at the asked K and width (1 + K * width rows), when one ran.
+    t_verify: float | None = None
     c: float | None = None  # t_draft / t_step
     verify_cost: float | None = None  # t_verify / t_step
-    predicted_speedup: float | None = None  # theory.StepCosts.speedup on these costs
+    # theory.StepCosts.speedup on these costs, a tree's at its width and measured sibling chance.
+    predicted_speedup: float | None = None
     # The profile's step costs, timed in turns (``profile.costs_for``).
     cost_t_step: float | None = None
     cost_t_draft: float = 0.0  # 0 when prompt lookup drafted every token
@@ -89,10 +94,14 @@ class RunRecord:
         target-alone run (``TargetRun.t_step``)."""
         s = replace(spec.stats, t_step=target.t_step)  # the run itself stays as measured
         costs = s.costs()
-        # A verify at the asked k ran (never for "auto", whose k changes from round to round).
-        measured = costs is not None and config.k in costs.t_verify
+        # The pass a round at the asked k and width holds (its rows - 1 is StepCosts' key), and
+        # whether one ran (never for "auto", whose k changes from round to round).
+        width = config.tree_width if s.tree_rounds else 1
+        key = config.k * width if config.k != "auto" else None
+        measured = costs is not None and key in costs.t_verify
+        sibling = measured_sibling_chance(spec.siblings, width, s.alpha)
         profile = spec.profile
-        expected = [expected_tokens_per_pass(s.alpha, k) for k in spec.drafted]
+        expected = expected_per_pass(s.alpha, spec.drafted, spec.widths, spec.siblings)
         acceptance = Acceptance()
         for k, n in zip(spec.drafted, spec.accepted, strict=True):
             acceptance.add(k, n)
@@ -114,7 +123,7 @@ class RunRecord:
             drafted=s.drafted,
             alpha=s.alpha,
             tokens_per_pass=s.tokens_per_pass,
-            expected_tokens_per_pass=statistics.fmean(expected) if expected else None,
+            expected_tokens_per_pass=expected,
             mean_k=spec.mean_k,
             position_judged=tuple(acceptance.judged),
             position_kept=tuple(acceptance.kept),
@@ -135,10 +144,12 @@ class RunRecord:
             replayed=spec.measured_at is not None,
             t_step=s.t_step,
             t_draft=s.t_draft,
-            t_verify=s.t_verify.get(config.k),
+            t_verify=s.t_verify_rows.get(key + 1) if key is not None else None,
             c=s.c,
-            verify_cost=costs.verify_cost(config.k) if measured else None,
-            predicted_speedup=costs.speedup(s.alpha, config.k) if measured else None,
+            verify_cost=costs.verify_cost(key) if measured else None,
+            predicted_speedup=costs.speedup(s.alpha, config.k, width, sibling)
+            if measured and sibling is not None
+            else None,
             cost_t_step=profile.t_step if profile else None,
             cost_t_draft=0.0 if drafts_free or not profile else profile.t_draft,
             cost_t_verify=tuple(profile.t_verify[k] for k in sorted(profile.t_verify))
@@ -204,3 +215,27 @@ class RunRecord:
         """The record as one CSV and JSON row: every field, then the derived figures."""
         derived = ("spec_tokens_per_s", "target_tokens_per_s", "speedup", "efficiency")
         return {**asdict(self), **{name: getattr(self, name) for name in derived}}
+
+
+def measured_sibling_chance(siblings: SiblingAcceptance, width: int, alpha: float) -> float | None:
+    """The chance one of a node's `width` - 1 siblings is kept once its chain guess was rejected
+    (``theory.sibling_chance``), from the run's own counts by rank: 0 for a chain, or where no
+    guess was ever rejected (alpha = 1, the siblings then weigh nothing); None where a rank the
+    width needs was never tried."""
+    ranks = list(zip(siblings.judged, siblings.kept, strict=True))[: width - 1]
+    if width == 1 or alpha >= 1:
+        return 0.0
+    if len(ranks) < width - 1 or not all(judged for judged, _ in ranks):
+        return None
+    return sibling_chance([kept / judged for judged, kept in ranks])
+
+
+def expected_per_pass(alpha: float, drafted, widths, siblings: SiblingAcceptance) -> float | None:
+    """The mean over the rounds of E[tokens per pass] at each round's k and width under i.i.d.
+    acceptance (``theory.expected_tree_tokens_per_pass``; a chain round's is the chain formula);
+    None without rounds, or where a tree round's sibling chance was not measured."""
+    chances = {w: measured_sibling_chance(siblings, w, alpha) for w in set(widths)}
+    if not drafted or None in chances.values():
+        return None
+    rounds = zip(drafted, widths, strict=True)
+    return statistics.fmean(expected_tree_tokens_per_pass(alpha, k, chances[w]) for k, w in rounds)

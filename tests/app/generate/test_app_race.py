@@ -17,9 +17,15 @@ from specdemo.app.generate import comparison, costs, race
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import jobs, replay, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
+from specdemo.policy import SiblingAcceptance
 from specdemo.profile import PROFILE_KS
 from specdemo.rounds import Stats
-from specdemo.theory import StepCosts, expected_tokens_per_pass, predicted_speedup
+from specdemo.theory import (
+    StepCosts,
+    expected_tokens_per_pass,
+    expected_tree_tokens_per_pass,
+    predicted_speedup,
+)
 
 
 def test_greedy_speculative_equals_target_alone(pair):
@@ -134,9 +140,31 @@ def test_the_recorded_prediction_is_the_cost_model_on_the_runs_own_costs(pair):
     spec = race.last(race.run_speculative(pair, config, ids))
     row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
     s = spec.stats
-    assert row.verify_cost == pytest.approx(s.t_verify[3] / row.t_step)
-    expected = predicted_speedup(s.alpha, 3, row.t_step, s.t_draft, s.t_verify[3])
+    assert row.verify_cost == pytest.approx(s.t_verify_rows[4] / row.t_step)  # K = 3: 4 rows
+    expected = predicted_speedup(s.alpha, 3, row.t_step, s.t_draft, s.t_verify_rows[4])
     assert row.predicted_speedup == pytest.approx(expected)
+
+
+def test_a_tree_run_records_the_trees_own_figures_not_the_chains():
+    """A run of K = 2 at width 2: its rounds were fishbones of 1 + 2 * 2 = 5 rows (one fell back
+    to a chain of 3). The verify pass recorded is the 5-row one; "expected (i.i.d.)" and
+    "predicted" are the fishbone's (α of the chain nodes, and the siblings' own measured
+    chance, 1 of 2 kept here), not the chain formula; and where the width needs a sibling rank
+    the run never tried, both are blank rather than a chain formula."""
+    stats = Stats(accepted=3, rejected=2, tree_rounds=2, draft_time=0.3, draft_passes=6,
+                  verify_times={5: [0.5, 0.5], 3: [0.4]})  # fmt: skip
+    spec = race.SpecRun(tokens=[1] * 8, accepted=[2, 1, 0], drafted=[2, 2, 2], widths=[2, 2, 1],
+                        siblings=SiblingAcceptance([2], [1]), stats=stats)  # fmt: skip
+    target = race.TargetRun(tokens=[1] * 3, step_seconds=[1.0, 0.2, 0.2], seconds=1.4)
+    row = RunRecord.of(parse_run(PROMPT, k=2, tree_width=2), spec, target)
+    alpha, chain = 3 / 5, expected_tokens_per_pass(3 / 5, 2)
+    tree = expected_tree_tokens_per_pass(alpha, 2, 0.5)
+    assert row.expected_tokens_per_pass == pytest.approx((2 * tree + chain) / 3)
+    assert row.t_verify == 0.5 and row.verify_cost == pytest.approx(0.5 / 0.2)
+    assert row.predicted_speedup == pytest.approx(tree * 0.2 / (2 * 0.05 + 0.5))
+    wider = RunRecord.of(parse_run(PROMPT, k=2, tree_width=3), replace(spec, widths=[3, 3, 1]),
+                         target)  # fmt: skip
+    assert wider.expected_tokens_per_pass is None and wider.predicted_speedup is None
 
 
 def test_auto_k_runs_record_the_mean_k_they_chose(pair):
@@ -170,7 +198,8 @@ def test_auto_k_chooses_each_rounds_tree_width_up_to_the_one_asked(pair, monkeyp
 def test_each_draft_position_counts_the_rounds_that_judged_and_kept_it():
     # Rounds (k, kept): (3, 2) judges positions 1-3 and keeps 1-2; (2, 0) judges only position 1;
     # (3, 3) keeps all three; a plain step (0, 0) judges nothing.
-    spec = race.SpecRun(tokens=[1] * 9, accepted=[2, 0, 3, 0], drafted=[3, 2, 3, 0])
+    spec = race.SpecRun(tokens=[1] * 9, accepted=[2, 0, 3, 0], drafted=[3, 2, 3, 0],
+                        widths=[1] * 4)  # fmt: skip
     target = race.TargetRun(tokens=[1] * 9, step_seconds=[0.1] * 9, seconds=0.9)
     row = RunRecord.of(parse_run(PROMPT, k=3), spec, target)
     assert row.position_judged == (3, 2, 2) and row.position_kept == (2, 2, 1)
@@ -204,7 +233,8 @@ def test_without_a_timed_plain_step_the_cost_model_takes_the_profiles():
     row = RunRecord.of(parse_run(PROMPT), spec, short)
     assert row.c is None and row.cost_t_step == 0.02 and row.cost_t_verify == (0.025, 0.03)
     assert row.cost_t_draft == 0.01  # a run that judged no draft is charged the model's
-    looked_up = race.SpecRun(tokens=[1, 2], drafted=[2], accepted=[1], profile=profile)
+    looked_up = race.SpecRun(tokens=[1, 2], drafted=[2], accepted=[1], widths=[1],
+                             profile=profile)  # fmt: skip
     row = RunRecord.of(parse_run(PROMPT, drafter="lookup"), looked_up, short)
     assert row.cost_t_draft == 0.0  # drafts copied from the context cost no model step
 

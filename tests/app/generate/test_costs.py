@@ -180,3 +180,30 @@ def test_a_disturbed_profile_says_so_and_what_to_do_in_one_sentence():
     assert shown.startswith("*The step profile is disturbed") and ". " not in shown
     assert "restart the app on a quieter machine" in shown
     assert "load changed since the profile" in rest
+
+
+def test_a_tree_groups_curves_are_the_trees_never_the_chains():
+    """Width 2 at K = 2: each pass holds 1 + 2 * 2 rows, and a node whose chain guess was
+    rejected kept its sibling 3 times in 4; the curves use the fishbone's E[tokens per pass] at
+    the chance automatic K estimates from those counts over the 5-row pass (K * width = 4), and
+    the note quotes that pass. A tree whose siblings were never judged is priced at the policy's
+    prior, as automatic K prices it."""
+    from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance
+    from specdemo.theory import expected_tree_tokens_per_pass, sibling_chance
+
+    tree = replace(RUN, tree_width=2, sibling_judged=(4,), sibling_kept=(3,))
+    curve = costs.group_curves(tree.group, [tree])
+    assert curve.width == 2
+    policy = AutoK(tree.costs, max_width=2)
+    policy.siblings = SiblingAcceptance([4], [3])
+    tokens = expected_tree_tokens_per_pass(0.6, 2, policy.sibling_chance(2))
+    assert curve.predicted[2] == pytest.approx(tokens * 0.010 / (2 * 0.004 + 0.010 * 1.5))
+    assert curve.textbook[2] == pytest.approx(tokens / (0.4 * 2 + 1))
+    chain = costs.group_curves(RUN.group, [RUN])
+    assert curve.predicted[2] != pytest.approx(chain.predicted[2])
+    note = costs.cost_note([tree])
+    assert "verifying 5 tokens (K = 2, tree width 2) costs 1.50 target steps" in note
+    unjudged = replace(tree, sibling_judged=(), sibling_kept=())
+    prior = costs.group_curves(unjudged.group, [unjudged])
+    tokens = expected_tree_tokens_per_pass(0.6, 2, sibling_chance([SIBLING_PRIOR]))
+    assert prior.textbook[2] == pytest.approx(tokens / (0.4 * 2 + 1))

@@ -1,0 +1,62 @@
+"""The target step mode that "auto" runs (``target_step``), measured on the running machine.
+
+Off CUDA "auto" is eager and nothing is measured. On CUDA ``fastest_target_step`` times the
+eager passes against the captured ones, a plain step and a verify pass of each of TIMED_ROWS
+with a warm cache (``timed_target_step``), once per target model; a graph whose capture failed
+is no candidate. The draft's step is measured the same way (``profile.fastest_draft_step``).
+"""
+
+import statistics
+import weakref
+
+import torch
+
+from specdemo.lm import Stopwatch
+from specdemo.profile import synthetic_context
+from specdemo.target_step import make_target_step, resolve_target_step
+
+TIMED_ROWS = (1, 5)  # a plain step and the verify pass of K = 4
+
+# target model -> the step mode ``fastest_target_step`` measured fastest for it
+_fastest: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def target_step_for(model, step: str | None = None):
+    """The target step object for `model` in `step` mode (``target_step.resolve_target_step``),
+    "auto" on CUDA measured here (``fastest_target_step``, once per target model)."""
+    step = resolve_target_step(step, model.device)
+    if step == "auto":
+        step = fastest_target_step(model)
+    return make_target_step(model, step)
+
+
+@torch.inference_mode()
+def timed_target_step(model, context: list[int], step: str, rows=TIMED_ROWS, repeats: int = 5):
+    """(median seconds of one pass over each of `rows` rows after `context`, summed; the step
+    object): its kind and, for a graph, any capture problem say what ran. A graph is captured
+    in the warm-up round."""
+    runner = make_target_step(model, step)
+    runner.fits(len(context) + max(rows))
+    runner.run(context)
+    clock, times = Stopwatch(model.device), []
+    for _ in range(repeats + 1):  # the first round is a warm-up
+        clock.lap()
+        for n in rows:
+            runner.verify(context[-n:])
+            runner.crop(n)
+        times.append(clock.lap())
+    return statistics.median(times[1:]), runner
+
+
+def fastest_target_step(model, modes=("eager", "graph"), repeats: int = 5) -> str:
+    """The mode of `modes` whose passes measure fastest for the target `model`, once per model
+    (its first request pays the measurement); a graph whose capture failed is not a
+    candidate. On CUDA: eager against captured graphs."""
+    if model not in _fastest:
+        context, seconds = synthetic_context(model), {}
+        for mode in modes:
+            median, runner = timed_target_step(model, context, mode, repeats=repeats)
+            if not getattr(runner, "problem", ""):
+                seconds[runner.kind] = median
+        _fastest[model] = min(seconds, key=seconds.get)
+    return _fastest[model]

@@ -1,0 +1,77 @@
+"""One round's verify pass: the target scores the round's rows, the rule judges them, and the
+target's cache is rolled back to what was kept.
+
+A round is a chain (the last emitted token and the k drafts) or a fishbone (``tree``: the chain
+and siblings drawn from the draft's own q). Both run through the target's step object
+(``target_step``: eager, static or captured, the same logits), which owns the target's KV cache;
+the engine's loop (``engine.speculative_generate``) calls these once per round.
+"""
+
+import torch
+
+from specdemo.drafters import Proposal
+from specdemo.sampling import EXACT, AcceptanceRule, logits_to_probs, pad_vocab
+from specdemo.traversal import traverse
+from specdemo.tree import Fishbone, draw_siblings
+from specdemo.tree import judge as judge_tree
+from specdemo.verify import Verdict, verify, verify_greedy
+
+
+def check_draft(draft: list[int], vocab: int) -> list[int]:
+    """Draft ids must be ids the target can score; raise before the target sees them."""
+    bad = [t for t in draft if not 0 <= t < vocab]
+    if bad and min(bad) < 0:
+        raise ValueError("the draft sampled from an invalid distribution (all zero or not finite)")
+    if bad:
+        raise ValueError(
+            f"the draft proposed token id {bad[0]}, outside the target's vocabulary of {vocab:,}: "
+            "target and draft must share a tokenizer"
+        )
+    return draft
+
+
+def verify_round(
+    runner, last: int, proposal: Proposal, sampling, generator,
+    rule: AcceptanceRule = EXACT, judge: str = "token",
+) -> Verdict:  # fmt: skip
+    """The target (its step object `runner`) scores the last emitted token and the k drafts in
+    one pass, the acceptance rule judges the drafts (token by token, or as a block: `judge`),
+    and the cache drops the rejected ones."""
+    device = runner.model.device
+    draft = proposal.tokens.to(device)
+    feed = torch.cat([torch.tensor([last], device=device), draft])
+    logits = runner.verify(feed)  # (k+1, vocab)
+    if sampling.greedy:
+        verdict = verify_greedy(draft, logits)
+    else:
+        q = proposal.q.to(device) if proposal.q is not None else None
+        verdict = verify(draft, q, logits_to_probs(logits, sampling), generator, rule, judge)
+    runner.crop(len(draft) - verdict.n_accepted)
+    return verdict
+
+
+def sprout(proposal: Proposal, width: int, generator) -> Fishbone | None:
+    """The round's fishbone: up to `width` - 1 siblings at each depth, drawn from the draft's
+    own q there without replacement (no extra draft pass); None when no depth gets one (a chain
+    round: width 1, a greedy or copied draft, whose q is one-hot)."""
+    if width < 2 or proposal.q is None:
+        return None
+    chain = proposal.tokens.tolist()
+    siblings = [
+        draw_siblings(q, x, width, generator) for q, x in zip(proposal.q, chain, strict=True)
+    ]
+    return Fishbone(chain, siblings) if any(siblings) else None
+
+
+def verify_tree_round(runner, last: int, tree: Fishbone, q, sampling, generator, judge="token"):
+    """The target (its step object `runner`) scores the root and every node of `tree` in one
+    pass (a tree mask: ``lm.tree_forward``), ``tree.judge`` walks it (root to leaf, or leaf to
+    root as a block: `judge`), and the cache keeps the prefix and the kept path. Returns the
+    ``tree.TreeVerdict``."""
+    logits = runner.verify([last, *tree.tokens], tree.parents)  # (rows, vocab)
+    vocab = max(logits.shape[-1], q.shape[-1])
+    p = pad_vocab(logits_to_probs(logits, sampling), vocab)
+    walk = traverse if judge == "block" else judge_tree
+    verdict = walk(tree, p, pad_vocab(q.to(runner.model.device), vocab), generator)
+    runner.keep(verdict.rows)
+    return verdict
