@@ -52,7 +52,7 @@ def tree_forward(model, tokens: list[int], parents: list[int], cache):
     position L + its depth and sees the cached prefix, its ancestors and itself (`parents[r]`
     is its parent row, -1 for a row hanging from the prefix), as EAGLE, Medusa and Sequoia feed
     theirs. Returns (logits (rows, vocab), cache); the cache then holds every row, and
-    ``keep_rows`` keeps the accepted ones."""
+    ``tree.keep_rows`` keeps the accepted ones."""
     n = len(tokens)
     past = cache.get_seq_length() if cache is not None else 0
     seen, depth = tree_layout(parents, model.device)
@@ -64,18 +64,6 @@ def tree_forward(model, tokens: list[int], parents: list[int], cache):
     out = model(input_ids=input_ids(model, tokens), attention_mask=mask, position_ids=positions,
                 cache=cache, use_cache=True, logits_to_keep=n)  # fmt: skip
     return out.logits[0], out.cache
-
-
-def keep_rows(cache, rows: list[int]) -> None:
-    """Keep only the cache's `rows` (ascending), in every layer: after a tree pass, the prefix
-    and the accepted path, as if those tokens had been fed one after another."""
-    if hasattr(cache, "keep_rows"):  # a cache of its own kind (the tests' toys)
-        cache.keep_rows(rows)
-        return
-    for layer in cache.layers:
-        index = torch.tensor(rows, device=layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, index)
-        layer.values = layer.values.index_select(-2, index)
 
 
 class DraftHead(torch.nn.Module):

@@ -3,8 +3,7 @@
 ``verify`` judges one round's k drafts against the target's p: draft x is kept with probability
 min(1, p(x)/q(x)), the first rejection is replaced by a sample from the residual
 max(0, p - q) / sum, and a fully kept block earns a bonus token from p (Leviathan et al., 2023,
-algorithm 1; Chen et al., 2023). The emitted tokens are distributed exactly as the target's own
-samples. That is judging token by token (``judge="token"``).
+algorithm 1; Chen et al., 2023): judging token by token (``judge="token"``), exact.
 
 Judging the whole block (``judge="block"``; Sun et al., *Block Verification Accelerates
 Speculative Decoding*, ICLR 2025) keeps at least as many of the same drafts, in distribution, and
@@ -14,13 +13,11 @@ chance h_i = r_i / (r_i + 1 - w_i), where r_i is the mass of the block residual
 max(w_i p_i - q_i, 0), and position k with h_k = w_k. One uniform per position; the block keeps
 x_1..x_tau for the LAST position tau with u_tau < h_tau (0 if none) and then draws one token from
 max(w_tau p_tau - q_tau, 0) (at tau = k: from p, the bonus). The first position gains nothing
-(h_1 is token-wise's chance once the later positions are summed out); later ones can be kept
-where token-wise would already have rejected. A one-hot q (a greedy or copied draft) gives
-token-wise's outcome, so it is judged token by token.
+(h_1 is token-wise's chance, the later ones summed out); later ones can be kept past a
+rejection. A one-hot q (a greedy or copied draft) gives token-wise's outcome: judged token-wise.
 
-``verify_many`` judges B independent rounds at once, the same step the engine runs with B = 1,
-so the app's exactness lab draws through the engine's own code; ``verify_greedy`` is the
-temperature-0 case. The maths it applies lives in ``sampling``.
+``verify_many`` judges B rounds at once, the engine's step at B = 1, so the app's exactness lab
+draws through the engine's own code; ``verify_greedy`` is temperature 0; the maths, ``sampling``.
 """
 
 from dataclasses import dataclass, field
@@ -68,8 +65,7 @@ class Verdict:
     p: torch.Tensor | None = None
     q: torch.Tensor | None = None
     judge: str = "token"  # who judged: "token" or "block" (``JUDGES``)
-    # Judged as a block: each position's running weight w_i and stopping chance h_i; the block
-    # kept the drafts up to the last position with u[i] < stop_chance[i].
+    # As a block: each position's weight w_i and stopping chance h_i; kept up to the last u < h.
     weights: list[float] = field(default_factory=list)
     stop_chance: list[float] = field(default_factory=list)
     # What judging token by token keeps of the same drafts with the same uniforms.

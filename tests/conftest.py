@@ -291,3 +291,12 @@ class HostReads(TorchDispatchMode):
         if str(func).startswith(self.READS):
             self.reads.append(str(func))
         return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny tensors: intra-op threads only add wake-up latency (10x slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -31,13 +31,7 @@ N_DRAWS = 8_000
 DETECTABLE_TV = 0.06  # the largest total variation a case may miss 5% of the time at N_DRAWS
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (10x slower on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread (conftest)
 
 
 def exact_distribution(target: ToyLM, prompt: list[int], config: SamplingConfig, length: int):

@@ -35,13 +35,7 @@ TOLERANCE = 1e-5  # the draft's replay bound (test_draft_step), of the largest l
 ROUNDS = 32
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: one thread (conftest)
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,8 @@
 
 A pair is a `PairSpec` in `PAIRS`, each model a packaged GGUF, a tiny random model or a hub id /
 local folder; `resolve_*` turn arguments, else env vars, else defaults into a pair, a precision and
-a device. The default pair is the embedded one on every device; a larger pair loads only when
-named, and a CUDA GPU with room for one is told of it (`larger_pair_note`). Loading is elsewhere:
-this module imports no transformers and touches no files.
+a device. The embedded pair is the default everywhere; a larger one loads only when named, and a
+CUDA GPU with room for one is told of it (`larger_pair_note`). No transformers, no files here.
 """
 
 from __future__ import annotations
@@ -331,11 +330,9 @@ def compute_dtype(device: str, capability: tuple[int, int] | None = None) -> tor
     `capability` is the GPU's (major, minor); None (not known, e.g. on ZeroGPU before `spaces`
     is imported) takes bfloat16, as every GPU ZeroGPU lends does (H200: 9.0). CPUs keep bfloat16.
     """
-    if str(device).startswith("cuda") and capability is not None and tuple(capability) < (8, 0):
-        return torch.float16
-    if str(device).startswith("mps"):
-        return torch.float16
-    return torch.bfloat16
+    known = capability is not None
+    old_cuda = str(device).startswith("cuda") and known and tuple(capability) < (8, 0)
+    return torch.float16 if old_cuda or str(device).startswith("mps") else torch.bfloat16
 
 
 def zero_gpu() -> bool:

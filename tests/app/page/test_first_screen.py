@@ -8,7 +8,15 @@ import re
 import shutil
 
 import pytest
-from test_browser import LABELS, PLOT_BOXES, browser, clashes, set_slider, steady  # noqa: F401 (browser: the shared fixture)
+from test_browser import (  # noqa: F401 (browser: the shared fixture)
+    LABELS,
+    PLOT_BOXES,
+    browser,
+    clashes,
+    open_page,
+    set_slider,
+    steady,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -54,15 +62,6 @@ HIDDEN_KEYS = """key => [...document.querySelectorAll(`#${key} .tok`)].filter(e 
   const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
   return !(top && (e === top || e.contains(top)));
 }).map(e => e.textContent)"""
-
-
-def open_page(browser, viewport):  # noqa: F811
-    page = browser.new_page(viewport=viewport)
-    page.budget_ms = browser.budget_ms
-    page.set_default_timeout(browser.budget_ms)
-    page.goto(browser.url)
-    page.wait_for_selector("#generate")
-    return page
 
 
 @pytest.fixture(params=[PROJECTOR, DESKTOP, PHONE], ids=["projector", "desktop", "phone"])
