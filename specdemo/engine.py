@@ -295,7 +295,7 @@ def generate(
     k="auto", lets the policy choose a width up to AUTO_TREE_WIDTH each round (1 where a tree
     does not pay). `verify`: the judge, "token" (token by token) or "block" (the whole block;
     a tree by traversal), both exact. `target_step`: how the target's passes run
-    (``target_step``; None: $SPECDEMO_TARGET_STEP, else "auto", eager off CUDA)."""
+    (``target_step``; None: $SPECDEMO_TARGET_STEP, else eager)."""
     check_judge(verify)
     sampling = SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p)
     rule = resolve_rule(rule)

@@ -112,11 +112,24 @@ class SiblingAcceptance:
     def add(self, r: Round) -> None:
         for tried in r.siblings_tried:  # a node's siblings after its first guess was rejected
             for rank, trial in enumerate(tried):
-                if rank == len(self.judged):
-                    self.judged.append(0)
-                    self.kept.append(0)
-                self.judged[rank] += 1
-                self.kept[rank] += trial.kept
+                self.count(rank, 1, trial.kept)
+
+    def count(self, rank: int, judged: int, kept: int) -> None:
+        """`judged` more tries of sibling rank `rank`, `kept` of them kept."""
+        if rank == len(self.judged):
+            self.judged.append(0)
+            self.kept.append(0)
+        self.judged[rank] += judged
+        self.kept[rank] += kept
+
+    @classmethod
+    def pooled(cls, counts) -> "SiblingAcceptance":
+        """Several runs' counts by rank, `(judged, kept)` pairs of tuples, summed."""
+        pooled = cls()
+        for judged, kept in counts:
+            for rank, (tried, held) in enumerate(zip(judged, kept, strict=True)):
+                pooled.count(rank, tried, held)
+        return pooled
 
     def rates(self, ranks: int, prior: float) -> list[float]:
         """Estimated chances for the first `ranks` sibling ranks, shrunk towards `prior`."""

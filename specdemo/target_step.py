@@ -20,7 +20,7 @@ import torch
 
 from specdemo.draft_step import STEPS, EagerDraftStep, StaticDraftStep, resolve_step
 from specdemo.lm import drop_last, forward, input_ids, tree_forward, tree_layout
-from specdemo.tree import keep_rows
+from specdemo.tree import keep_rows, sliding
 
 TARGET_STEPS = STEPS  # the draft's modes
 ENV_TARGET_STEP = "SPECDEMO_TARGET_STEP"
@@ -95,7 +95,7 @@ class StaticTargetStep(StaticDraftStep):
     def __init__(self, model, graph: bool = False, capacity: int | None = None):
         super().__init__(model, None, graph, capacity)
         self.past = 0
-        if any(getattr(layer, "is_sliding", False) for layer in getattr(self.cache, "layers", ())):
+        if sliding(self.cache):
             raise ValueError("a static target cache needs full attention in every layer")
 
     def verify(self, tokens: list[int] | torch.Tensor, parents: list[int] | None = None):

@@ -101,11 +101,12 @@ class StepCosts:
     def speedup(self, alpha: float, k: int, width: int = 1, sibling: float = 0.0) -> float:
         """Predicted speedup at per-draft acceptance `alpha` (``predicted_speedup``); with
         `width` > 1, a fishbone's: ``expected_tree_tokens_per_pass`` at sibling chance
-        `sibling`, its pass over 1 + k * width rows at that pass's measured cost."""
+        `sibling`, its pass over 1 + k * width rows at ``pass_seconds`` (measured where a pass
+        of those rows was timed)."""
         if width == 1:
             return predicted_speedup(alpha, k, self.t_step, self.t_draft, self.t_verify[k])
         tokens = expected_tree_tokens_per_pass(alpha, k, sibling)
-        return tokens * self.t_step / (k * self.t_draft + self.t_verify[k * width])
+        return tokens * self.t_step / (k * self.t_draft + self.pass_seconds(1 + k * width))
 
     def speedup_at(self, tokens_per_pass: float, k: int) -> float:
         """The speedup that a measured tokens-per-pass buys at these costs: what a loop with no

@@ -89,6 +89,11 @@ SLIDING_REFUSED = (
 
 
 @torch.inference_mode()
+def sliding(cache) -> bool:
+    """Whether any layer of `cache` keeps only a sliding window of the latest tokens."""
+    return any(getattr(layer, "is_sliding", False) for layer in getattr(cache, "layers", ()))
+
+
 def keep_rows(cache, rows: list[int]) -> None:
     """Keep only the cache's `rows` (ascending), in every layer: after a tree pass, the prefix
     and the kept path, as if those tokens had been fed one after another.
@@ -105,7 +110,7 @@ def keep_rows(cache, rows: list[int]) -> None:
     if hasattr(cache, "keep_rows"):  # a cache of its own kind (the tests' toys)
         cache.keep_rows(rows)
         return
-    if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
+    if sliding(cache):
         raise ValueError(SLIDING_REFUSED)
     start = next((i for i, r in enumerate(rows) if r != i), len(rows))  # rows[:start] in place
     for layer in cache.layers:

@@ -100,24 +100,16 @@ def tree_curves(key, measured: list, alpha: float, costs: StepCosts, width: int)
     pass] of the fishbone (``theory.expected_tree_tokens_per_pass``) at the siblings' chance the
     group's runs measured, the policy's prior for a rank none tried (``AutoK.sibling_chance``),
     over a verify of one step (the textbook's) and over the profile's pass of 1 + K * width rows
-    (``StepCosts.pass_seconds``): never a chain's formula under a tree's name."""
+    (``StepCosts.speedup`` at the width): never a chain's formula under a tree's name."""
     policy = AutoK(costs, max_width=width)
-    judged, kept = [], []  # per sibling rank, over the group's runs
-    for r, _ in measured:
-        for rank, (tried, held) in enumerate(zip(r.sibling_judged, r.sibling_kept, strict=True)):
-            if rank == len(judged):
-                judged.append(0), kept.append(0)
-            judged[rank] += tried
-            kept[rank] += held
-    policy.siblings = SiblingAcceptance(judged, kept)
+    policy.siblings = SiblingAcceptance.pooled(
+        (r.sibling_judged, r.sibling_kept) for r, _ in measured
+    )
     sibling = policy.sibling_chance(width)
-    textbook, predicted = {}, {}
-    for k in K_AXIS:
-        tokens = expected_tree_tokens_per_pass(alpha, k, sibling)
-        textbook[k] = tokens / (costs.c * k + 1.0)
-        if k in costs.t_verify:
-            seconds = k * costs.t_draft + costs.pass_seconds(1 + k * width)
-            predicted[k] = tokens * costs.t_step / seconds
+    textbook = {
+        k: expected_tree_tokens_per_pass(alpha, k, sibling) / (costs.c * k + 1.0) for k in K_AXIS
+    }
+    predicted = {k: costs.speedup(alpha, k, width, sibling) for k in K_AXIS if k in costs.t_verify}
     return Curves(group_name(key), alpha, costs, textbook, predicted, width=width)
 
 
