@@ -25,6 +25,19 @@ BENCH = ROOT / "docs" / "bench"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(BENCH.glob("*.md"))]
 BLOCK = re.compile(r"(<!-- table: ([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 
+# A measured-looking figure: a number (or a range) in ×, ms, s, tok/s or target steps.
+FIGURE = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:\s?[–-]\s?\d[\d,]*(?:\.\d+)?)?\s?"
+    r"(?:×|ms\b|s\b|tok/s\b|target steps?\b)"
+)
+# Docs outside the figure count, and why.
+NOT_COUNTED = {
+    "docs/bench/HISTORY.md": "older runs, kept as they were printed; no current sentence cites it",
+    "docs/bench/gpu-smoke-h200.md": "a lent GPU machine's own report, as scripts/gpu_smoke.sh wrote it",
+}
+# The figures a doc may type by hand: budgets and shapes, not measurements.
+BUDGETS = 10
+
 
 def load(name: str):
     return json.loads((BENCH / name).read_text())
@@ -55,6 +68,145 @@ def span(values, fmt=lambda v: f"{v:.2f}", sep="–") -> str:
 def xs(values) -> str:
     """A range of ratios: "1.09–1.78×"."""
     return span(list(values)) + "×"
+
+
+# ------------------------------------------------------ the current run (current.json)
+
+CURRENT = "current.json"
+PRECISIONS = {"int4": "torch's int4 kernel", "nf4": "bitsandbytes' NF4 kernel", "bf16": "bf16"}
+
+
+def kernel_of(result: dict) -> str:
+    """The 4-bit kernel a run used, from its JSON's precision (never guessed from the CPU)."""
+    precision = (result.get("models") or {}).get("precision") or result.get("precision")
+    return PRECISIONS.get(precision, precision) if precision else "kernel not recorded"
+
+
+def cpu_of(machine: dict) -> str:
+    """'2-core Intel Xeon Processor (AVX512-BF16)' from a JSON's machine; a capability the run
+    did not record but was inferred is said to be."""
+    capability, _, how = machine["cpu_capability"].partition(" (")
+    capability = "AVX512-BF16" if capability == "AVX512" else capability
+    if how.startswith("emulated"):
+        capability += ", emulated"
+    elif how:
+        capability += ", inferred"
+    model = machine["cpu"].replace("(R)", "").replace(" (model not recorded)", "")
+    return f"{machine['cores']}-core {model} ({capability})"
+
+
+def lead(name: str, verb: str = "Measured") -> str:
+    """Where and when a JSON was measured, with the kernel and draft head it ran."""
+    r = load(name)
+    parts = [f"{verb} {r['machine']['date']} on a {cpu_of(r['machine'])}"]
+    if (kernel := kernel_of(r)) != "kernel not recorded":
+        parts.append(kernel)
+    if rows := (r.get("draft_head") or {}).get("rows"):
+        parts.append(f"the draft's head over {rows:,} ranked ids")
+    return ", ".join(parts) + f" (`bench/{name}`)."
+
+
+LEADS = ["busy", "threads", "room-races", "block", "block-drafts", "judge-cost", "tree-judges",
+         "tree-tokens", "trees-auto-avx512", "kernels-avx512", "laptop-avx512",
+         "laptop-avx2-emulated", "startup", "draft-vocab"]  # fmt: skip
+
+
+def current_cell(result: dict, set_name: str, t: float, method: str, k="auto") -> dict:
+    return next(
+        r for r in result["rows"]
+        if (r["prompt_set"], r["temperature"], r["drafter"], r["k"]) == (set_name, t, method, k)
+    )  # fmt: skip
+
+
+def current_cells(result: dict):
+    """(set, T) in the run's order."""
+    s = result["settings"]
+    return [(name, t) for name in s["sets"] for t in s["temperatures"]]
+
+
+def current_lead() -> str:
+    """The current run's lead line: where, when, how, from the JSON."""
+    r = load(CURRENT)
+    m, s = r["machine"], r["settings"]
+    sets = load_prompt_counts(s["sets"])
+    return (
+        f"Measured {m['date']} on a {cpu_of(m)}, the embedded pair in 4-bit "
+        f"({kernel_of(r)}), the draft's head over the {r['draft_head']['rows']:,} token ids the "
+        f"target writes most often, torch {m['torch'].split('+')[0]}: every prompt of each set "
+        f"({sets}), {s['max_new_tokens']} new tokens, T {' and '.join(temp(t) for t in s['temperatures'])}, "
+        f"{s['repeats']} run each. Each method ran beside the target alone on the same prompt and "
+        "seed, interleaved; each figure is the median over a set's prompts of tokens per second "
+        "against the target alone (`bench/current.json`)."
+    )
+
+
+def load_prompt_counts(names: list[str]) -> str:
+    prompts = json.loads((ROOT / "specdemo" / "data" / "bench_prompts.json").read_text())
+    return ", ".join(f"{name} {len(prompts[name])}" for name in names)
+
+
+def current() -> str:
+    """Every method of the current run against the target alone, per set and temperature."""
+    r = load(CURRENT)
+    rows = []
+    for name, t in current_cells(r):
+        auto = current_cell(r, name, t, "model, token")
+        cells = [current_cell(r, name, t, m, k) for m, k in (
+            ("model, token", 3), ("model, block", 3), ("model, token", "auto"),
+            ("model, block", "auto"), ("model, tree auto, token", "auto"),
+            ("hybrid, token", "auto"))]  # fmt: skip
+        marks = [x(c["speedup"]) for c in cells]
+        marks[2] = f"**{marks[2]}**"
+        rows.append([name, temp(t), f"{auto['baseline_tok_s']:.2f}", x(auto["peer_speedup"]),
+                     *marks, f"{auto['mean_k']:.2f}", f"{auto['alpha']:.2f}"])  # fmt: skip
+    header = ["set", "T", "target alone tok/s", "assisted generation", "K = 3", "K = 3, block",
+              "**automatic K**", "automatic K, block", "automatic K and tree width",
+              "hybrid, automatic K", "automatic K: drafts a pass", "α"]  # fmt: skip
+    return table(header, rows)
+
+
+def current_steps() -> str:
+    r = load(CURRENT)
+    head = r["draft_head"]["rows"]
+    return table(["", "ms", "relative to one target step"],
+                 step_rows(r["step_costs"], f"draft step (head over {head:,} ids, eager)"))
+
+
+def readme_current() -> str:
+    """README's headline: automatic K (the default), fixed K = 3 and transformers' assisted
+    generation against the target alone, hybrid drafting on the copy set."""
+    r = load(CURRENT)
+    rows = []
+    for name, t in current_cells(r):
+        auto = current_cell(r, name, t, "model, token")
+        k3 = current_cell(r, name, t, "model, token", 3)
+        hybrid = current_cell(r, name, t, "hybrid, token")
+        rows.append([name, temp(t), f"**{x(auto['speedup'])}**", x(k3["speedup"]),
+                     x(hybrid["speedup"]), x(auto["peer_speedup"])])  # fmt: skip
+    header = ["prompts", "T", "**automatic K** (the default)", "K = 3", "hybrid drafting, automatic K",
+              "transformers' assisted generation"]  # fmt: skip
+    return table(header, rows)
+
+
+def readme_lead() -> str:
+    r = load(CURRENT)
+    m = r["machine"]
+    return (
+        f"Measured {m['date']} on a {cpu_of(m)} with the embedded pair in 4-bit ({kernel_of(r)}) "
+        f"and the shipped draft head, {r['settings']['max_new_tokens']} new tokens: tokens per "
+        "second against the target alone (transformers' `generate`), run side by side, medians "
+        "over each set's prompts."
+    )
+
+
+def readme_steps() -> str:
+    """Why a CPU's speedups are modest: the current run's step costs."""
+    costs = load(CURRENT)["step_costs"]
+    t = costs["t_step"]
+    return (
+        f"On this CPU a verify pass over 4 tokens (K = 3) costs {costs['t_verify']['3'] / t:.2f} "
+        f"target steps and a draft step c = {costs['t_draft'] / t:.2f} of one."
+    )
 
 
 # ------------------------------------------------------------ the main run (main.json, lookup)
@@ -922,7 +1074,128 @@ def judge_cost() -> str:
     return table(header, rows)
 
 
+# --------------------------------------------- ZeroGPU's budgets (gpu.py) and predictions
+
+PROMPT = "Write a Python function that checks whether a number is prime."  # the app's example
+PROMPT_TOKENS = 40  # a default prompt's length with its chat template, about
+
+
+def zerogpu_jobs():
+    """The default run, exactness check, step and sweep of a 40-token prompt, and the budgets
+    of the embedded pair and of the 48-layer 14B, as gpu.py prices them."""
+    from specdemo.app.config import parse_run
+    from specdemo.app.page import gpu, jobs
+    from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
+    from specdemo.dispatch import ARCHS
+
+    ids = tuple(range(PROMPT_TOKENS))
+    deep = gpu.Budget.of_archs(ARCHS["14B"], ARCHS["0.5B"])
+    exact = parse_run(PROMPT, k=EXACT_DEFAULTS["k"], temperature=1.0)
+    sweep = jobs.Sweep(parse_run(PROMPT), SWEEP_DEFAULTS["ks"], SWEEP_DEFAULTS["temperatures"], ids)
+    return {
+        "gpu": gpu,
+        "deep": deep,
+        "run": jobs.Race(parse_run(PROMPT, k="auto"), ids).seconds,
+        "run_14b": jobs.Race(parse_run(PROMPT, k="auto"), ids, budget=deep).seconds,
+        "exact": jobs.ExactnessCheck(exact, ids, EXACT_DEFAULTS["n"], None).seconds,
+        "step": jobs.StepThrough(parse_run(PROMPT, k=4, temperature=1.0), PROMPT_TOKENS).seconds,
+        "sweep": gpu.sweep_calls(sweep.cells()),
+    }
+
+
+def zerogpu_asks() -> str:
+    j = zerogpu_jobs()
+    calls, seconds = j["sweep"]
+    return (
+        f"For a {PROMPT_TOKENS}-token prompt on the defaults that is {j['run']} s to generate, "
+        f"{j['exact']} s for the exactness check and {j['step']} s for a step. The default sweep "
+        f"is {calls} calls asking for {seconds} s in all."
+    )
+
+
+def zerogpu_steps() -> str:
+    j = zerogpu_jobs()
+    gpu = j["gpu"]
+    return (
+        f"That is {gpu.EMBEDDED.t_step * 1e3:.0f} ms a target step for the embedded 28-layer "
+        f"1.5B, {j['deep'].t_step * 1e3:.0f} ms for the 48-layer 14B, and "
+        f"{gpu.EMBEDDED.t_draft * 1e3:.0f} ms a draft step for the 24-layer 0.5B."
+    )
+
+
+ZEROGPU_ROWS = {
+    "eager": "draft step eager, against an eager target alone, code",
+    "captured": "draft step captured, against an eager target alone, code",
+    "lookup": "prompt lookup, against an eager target alone, copy-heavy prompts",
+    "both captured": "**draft step and target captured, against the target alone captured, code**",
+    "lookup, target captured": "**prompt lookup, target captured, against the target alone "
+    "captured, copy-heavy prompts**",
+}
+
+
+def zerogpu_pairs() -> str:
+    """The predicted speedups of the embedded pair and the 14B on an H200, each against the
+    target alone run as the speculative side runs it, and each pair's ask for the default run."""
+    best = {p["pair"]: p["best"] for p in load("dispatch.json")["pairs"] if p["gpu"] == "H200"}
+    j = zerogpu_jobs()
+
+    def cell(pair: str, how: str) -> str:
+        k, speedup = best[pair][how]
+        return f"{speedup:.2f}× " + ("(K = 0: drafting would not pay)" if k == 0 else f"(K = {k})")
+
+    rows = [[label, cell("qwen-coder", how), cell("qwen-coder-14b", how)]
+            for how, label in ZEROGPU_ROWS.items()]  # fmt: skip
+    rows.append([f"GPU seconds asked for the default run ({PROMPT_TOKENS}-token prompt, "
+                 "automatic K; computed from each pair's step budgets)",
+                 f"{j['run']} s", f"{j['run_14b']} s"])  # fmt: skip
+    header = ["predicted on an H200 (dispatch model)", "embedded pair (1.5B / 0.5B)",
+              "`qwen-coder-14b` (14B / 0.5B)"]  # fmt: skip
+    return table(header, rows)
+
+
+def workshop_room() -> str:
+    """WORKSHOP's room of 30: what the default run asks for and how many each quota starts."""
+    j = zerogpu_jobs()
+    gpu, run = j["gpu"], j["run"]
+    needed = -(-run * 3 // 2)
+    free, pro = (gpu.runs_within(q, run) for q in (gpu.SIGNED_IN_QUOTA_SECONDS, gpu.PRO_QUOTA_SECONDS))
+    unsigned = gpu.runs_within(gpu.QUOTA_SECONDS, run)
+    quota, signed = gpu.QUOTA_SECONDS, gpu.SIGNED_IN_QUOTA_SECONDS
+    lead = (
+        f"The default run ({PROMPT_TOKENS}-token prompt, 128 tokens, automatic K) asks for {run} s, "
+        f"and ZeroGPU starts it only while the visitor's quota has {gpu.DURATION_FACTOR:g} × {run} "
+        f"= {needed} s left, then charges the seconds it uses, no more than it asked for."
+    )
+    rows = [
+        ["30 people on one Wi-Fi, not signed in", f"{quota // 60} minutes a day, shared per IP address",
+         f"{unsigned} runs at least: the second starts with {quota} − {run} = {quota - run} s left, "
+         "a third only if the first two used well under what they asked",
+         f"{unsigned}–{unsigned + 1} runs for the whole room: it cannot work"],
+        ["each person signed in to a free account", f"{signed // 60} minutes a day each",
+         f"{free} at least: a run starts while {needed} s are left, and {signed} − {free - 1} × "
+         f"{run} is more than that", f"{30 * free} runs or more"],
+        ["each person signed in to PRO", f"{gpu.PRO_QUOTA_SECONDS // 60} minutes a day each",
+         f"{pro} at least", "—"],
+        ["the instructor on the projector, signed in to PRO",
+         f"{gpu.PRO_QUOTA_SECONDS // 60} minutes a day",
+         f"{pro} at least, and each sweep cell or exactness check counts too", "the room watches"],
+    ]  # fmt: skip
+    return lead + "\n\n" + table(["who runs it", "quota", "default runs", "for 30 people"], rows)
+
+
 TABLES = {
+    "zerogpu-asks": zerogpu_asks,
+    "zerogpu-steps": zerogpu_steps,
+    "zerogpu-pairs": zerogpu_pairs,
+    "workshop-room": workshop_room,
+    **{f"lead-{n}": (lambda n=n: lead(f"{n}.json")) for n in LEADS},
+    "lead-dispatch": lambda: lead("dispatch.json", "Predicted from inputs measured"),
+    "current-lead": current_lead,
+    "current": current,
+    "current-steps": current_steps,
+    "readme-current": readme_current,
+    "readme-lead": readme_lead,
+    "readme-steps": readme_steps,
     "block-bench": block_bench,
     "block-drafts": block_drafts,
     "block-targets": block_targets,
@@ -982,6 +1255,23 @@ def differing() -> list[str]:
     return out
 
 
+def hand_typed() -> list[str]:
+    """'doc:line: figure' for each measured-looking figure typed outside the marked tables and
+    code blocks of README and every doc."""
+    out = []
+    for doc in DOCS:
+        name = str(doc.relative_to(ROOT))
+        if name in NOT_COUNTED:
+            continue
+        text = doc.read_text(encoding="utf-8")
+        # Blank out tables and fenced code, keeping line numbers.
+        blank = lambda m: re.sub(r"[^\n]", " ", m[0])  # noqa: E731
+        text = re.sub(r"```.*?```", blank, BLOCK.sub(blank, text), flags=re.S)
+        for number, line in enumerate(text.split("\n"), 1):
+            out += [f"{name}:{number}: {m[0]}" for m in FIGURE.finditer(line)]
+    return out
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python scripts/doc_tables.py",
@@ -990,13 +1280,17 @@ def main(argv: list[str]) -> int:
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", action="store_true", help="rewrite each table from its JSON")
     action.add_argument(
-        "--check", action="store_true", help="list the tables that differ from their JSON"
+        "--check",
+        action="store_true",
+        help="list the tables that differ from their JSON, and the measured-looking figures "
+        f"typed by hand (at most {BUDGETS} may be, each a budget or a shape)",
     )
     args = parser.parse_args(argv)
     if args.check:
-        stale = differing()
+        stale, typed = differing(), hand_typed()
         print("\n".join(stale) or "every table agrees with its JSON")
-        return int(bool(stale))
+        print(f"{len(typed)} figures typed by hand (at most {BUDGETS}):", *typed, sep="\n  ")
+        return int(bool(stale) or len(typed) > BUDGETS)
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
         if (new := rewrite(text)) != text:

@@ -100,9 +100,11 @@ class Measured:
 @dataclass(frozen=True)
 class PairCost:
     """A pair's predicted GPU costs. host: measured seconds of a (target, draft) step; device:
-    predicted seconds on the GPU; c: t_draft / t_step, "eager" or "captured" (the draft step
-    only; the target runs eager); verify_cost[k]: a (k+1)-token pass in target steps; alpha per
-    prompt set; best["eager" | "captured" | "lookup"]: (K, speedup), K = 0 for plain steps."""
+    predicted seconds on the GPU; c: t_draft / t_step, "eager", "captured" (the draft step only;
+    the target eager) or "both captured"; verify_cost[k]: a (k+1)-token eager pass in target
+    steps; alpha per prompt set; best[how]: (K, speedup against the target alone run the same
+    way), K = 0 for plain steps, for "eager", "captured", "lookup" (eager target) and "both
+    captured", "lookup, target captured"."""
 
     pair: str
     target: str
@@ -115,6 +117,7 @@ class PairCost:
     alpha: dict[str, float]  # "code": for the draft model; "copy": for prompt lookup
     alpha_source: str  # "measured" on this pair, else "assumed" (the embedded pair's)
     best: dict[str, tuple[int, float]]
+    target_capture: float  # the target's eager step over its captured one: what capture saves
 
 
 @dataclass(frozen=True)
@@ -208,10 +211,16 @@ def predict_pair(
     eager = {w: max(mt.host[w], device[w]) for w in mt.host}
     draft_device = device_seconds(draft, md.kernels[1], draft_head_rows(draft), 1, gpu)
     verify = {k: eager[k + 1] for k in ks}
+    # The target captured too: each pass at its device time and one replay, and the target
+    # alone it races against captured the same way (the honest baseline on a GPU).
+    replayed = {w: device[w] + GRAPH_REPLAY_S for w in device}
+    verify_replayed = {k: replayed[k + 1] for k in ks}
     costs = {
         "eager": StepCosts(eager[1], max(md.host[1], draft_device), verify),
         "captured": StepCosts(eager[1], draft_device + GRAPH_REPLAY_S, verify),
         "lookup": StepCosts(eager[1], 0.0, verify),
+        "both captured": StepCosts(replayed[1], draft_device + GRAPH_REPLAY_S, verify_replayed),
+        "lookup, target captured": StepCosts(replayed[1], 0.0, verify_replayed),
     }
     alpha = {"code": ALPHA_CODE, "copy": ALPHA_COPY}
     return PairCost(
@@ -220,14 +229,15 @@ def predict_pair(
         gpu=gpu.name,
         host=(mt.host[1], md.host[1]),
         device=(device[1], draft_device),
-        c={how: costs[how].c for how in ("eager", "captured")},
+        c={how: costs[how].c for how in ("eager", "captured", "both captured")},
         verify_cost={k: costs["eager"].verify_cost(k) for k in ks},
         alpha=alpha,
         alpha_source="measured" if pair.name == ALPHA_MEASURED_ON else "assumed",
         best={
-            how: best_k(s, alpha["copy" if how == "lookup" else "code"], ks)
+            how: best_k(s, alpha["copy" if how.startswith("lookup") else "code"], ks)
             for how, s in costs.items()
         },
+        target_capture=eager[1] / replayed[1],
     )
 
 
@@ -270,6 +280,8 @@ ARCH_HEAD += tuple(f"device ms, width 1, {gpu.name}" for gpu in GPUS)
 PAIR_HEAD = ("GPU", "pair", "target / draft", "host ms target / draft", "device ms target / draft")
 PAIR_HEAD += ("c eager", "c captured", "verify K=1/2/3/4 (target steps)", "alpha code / copy")
 PAIR_HEAD += ("best K eager", "best K, captured draft", "best K, lookup (copy)")
+PAIR_HEAD += ("captured target: step eager / captured", "c, both captured")
+PAIR_HEAD += ("captured target: best K, captured draft", "captured target: best K, lookup (copy)")
 
 
 def markdown(report: DispatchReport) -> str:
@@ -293,6 +305,10 @@ def markdown(report: DispatchReport) -> str:
         cells += (f"{p.alpha['code']:.2f} / {p.alpha['copy']:.2f} ({p.alpha_source})",)
         cells += tuple(
             "K={}: {:.2f}×".format(*p.best[how]) for how in ("eager", "captured", "lookup")
+        )
+        cells += (f"{p.target_capture:.1f}×", f"{p.c['both captured']:.2f}")
+        cells += tuple(
+            "K={}: {:.2f}×".format(*p.best[how]) for how in ("both captured", "lookup, target captured")
         )
         pairs.append(dict(zip(PAIR_HEAD, cells, strict=True)))
     m = report.machine

@@ -212,8 +212,7 @@ class LookupDrafter:
 
 # The hybrid copies only after a match of 3 or more tokens: in a 150k-token vocabulary one or two
 # tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's
-# guess (how many copied tokens match after each match length: docs/bench/auto-k.md). A copy
-# saves the draft steps, so a shorter match pays only where those are dear (high c).
+# guess. A copy saves the draft steps, so a shorter match pays only where those are dear (high c).
 HYBRID_MIN_NGRAM = 3
 
 

@@ -46,7 +46,7 @@ from specdemo.rounds import Round
 from specdemo.theory import StepCosts, sibling_chance
 
 # Before any round: a prior acceptance rate per source and how many observations it is worth,
-# tuned in a simulation of whole requests (docs/bench/auto-k.md).
+# tuned in a simulation of whole requests.
 PRIOR = {"model": 0.7, "lookup": 0.6}
 PRIOR_WEIGHT = 2.0
 POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweighs the pooled one

@@ -24,10 +24,13 @@ _fastest: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def target_step_for(model, step: str | None = None):
     """The target step object for `model` in `step` mode (``target_step.resolve_target_step``),
     "auto" on CUDA measured here (``fastest_target_step``, once per target model)."""
+    return make_target_step(model, target_step_kind(model, step))
+
+
+def target_step_kind(model, step: str | None = None) -> str:
+    """The mode `target_step_for` runs `model`'s passes in: "eager", "static" or "graph"."""
     step = resolve_target_step(step, model.device)
-    if step == "auto":
-        step = fastest_target_step(model)
-    return make_target_step(model, step)
+    return fastest_target_step(model) if step == "auto" else step
 
 
 @torch.inference_mode()

@@ -92,9 +92,9 @@ def test_the_auto_table_shows_each_set_with_its_plain_loop_and_the_heads_coverag
 
 
 def test_benchmarks_shows_the_automatic_k_run_as_its_json_gives():
-    """BENCHMARKS' automatic-K table is ``auto_markdown`` of the raw JSON beside it, which names
-    the machine it ran on."""
+    """The automatic-K table kept with the older runs is ``auto_markdown`` of the raw JSON beside
+    it, which names the machine it ran on."""
     result = json.loads((ROOT / "docs" / "bench" / "auto-vocab.json").read_text())
     assert {"cpu", "cpu_capability", "threads", "torch", "date"} <= set(result["machine"])
-    benchmarks = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
-    assert bench_report.auto_markdown(result) in benchmarks
+    history = (ROOT / "docs" / "bench" / "HISTORY.md").read_text(encoding="utf-8")
+    assert bench_report.auto_markdown(result) in history

@@ -24,6 +24,7 @@ from specdemo.engine import (
 )
 from specdemo.policy import AutoK, SiblingAcceptance
 from specdemo.profile import captured_draft_seconds
+from specdemo.target_profile import target_step_kind
 from specdemo.render import round_spans
 from specdemo.rounds import Stats
 from specdemo.text import Detokenizer
@@ -60,6 +61,7 @@ class SpecRun:
     device: str = ""  # where the pair ran: "cpu", "cuda:0"
     layers: tuple[int, int] | None = None  # decoder layers of the target and of the draft model
     draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
+    target_step: str = ""  # how the target's passes ran, in both runs (target_step)
     captured_t_draft: float | None = None  # on CUDA, an eager draft's step replayed as a graph
     measured_at: float | None = None  # when replayed: when the run was measured
     widths: list[int] = field(default_factory=list)  # per round: 1 a chain, more a fishbone
@@ -130,6 +132,7 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     k = AutoK(run.profile, max_width=config.tree_width) if auto else config.k
     model = drafter.draft_model
     run.device, run.draft_step = str(device), model.step.kind if model else ""
+    run.target_step = target_step_kind(pair.target)
     run.layers = (pair.target.config.num_hidden_layers, pair.draft.config.num_hidden_layers)
     if model is not None and model.step.kind == "eager":  # the lever the cost model shows
         run.captured_t_draft = captured_draft_seconds(pair.target, model.model, model.head_rows)

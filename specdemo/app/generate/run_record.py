@@ -85,6 +85,7 @@ class RunRecord:
     target_layers: int | None = None
     draft_layers: int | None = None
     draft_step: str = ""  # draft_step.DRAFT_STEPS, "" when no draft model ran
+    target_step: str = ""  # how the target's passes ran, both runs alike: "eager", "graph", ...
     threads: int | None = None  # torch threads both runs used, on a CPU
     policy_load: float | None = None  # automatic K's measured load (``AutoK.load``)
 
@@ -160,6 +161,7 @@ class RunRecord:
             target_layers=layers[0],
             draft_layers=layers[1],
             draft_step=spec.draft_step,
+            target_step=spec.target_step,
             threads=spec.threads,
             policy_load=spec.load,
         )

@@ -87,6 +87,11 @@ def test_on_a_gpu_the_note_explains_the_draft_cost_by_layers():
     assert "cost 0.15 of the target's 28, its step replayed from one captured" in graph
     assert "per layer" not in costs.cost_note([replace(gpu, device="cpu")])
     assert "per layer" not in costs.cost_note([replace(gpu, cost_t_draft=0.0)])  # lookup
+    # Which target the speedup is against: eager unless both runs' passes were captured.
+    assert "against an eager target alone" in note and "captured target alone" not in note
+    both = costs.cost_note([replace(gpu, draft_step="graph", target_step="graph")])
+    assert "against a captured target alone" in both and "eager target" not in both
+    assert "target alone" not in costs.cost_note([replace(gpu, device="cpu", target_step="eager")])
 
 
 def test_a_profile_that_timed_a_verify_below_a_step_draws_no_curve_claim():
