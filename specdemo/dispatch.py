@@ -308,7 +308,8 @@ def markdown(report: DispatchReport) -> str:
         )
         cells += (f"{p.target_capture:.1f}×", f"{p.c['both captured']:.2f}")
         cells += tuple(
-            "K={}: {:.2f}×".format(*p.best[how]) for how in ("both captured", "lookup, target captured")
+            "K={}: {:.2f}×".format(*p.best[how])
+            for how in ("both captured", "lookup, target captured")
         )
         pairs.append(dict(zip(PAIR_HEAD, cells, strict=True)))
     m = report.machine

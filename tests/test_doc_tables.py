@@ -68,3 +68,39 @@ def test_the_script_writes_only_when_told_and_says_how(capsys):
     assert "--write" in capsys.readouterr().out
     assert doc_tables.main(["--check"]) == 0
     assert {doc: doc.read_text(encoding="utf-8") for doc in doc_tables.DOCS} == before
+
+
+def test_at_most_a_handful_of_figures_are_typed_by_hand():
+    """README and every doc: measured-looking figures (×, ms, s, tok/s, target steps) outside the
+    marked tables and code blocks number at most BUDGETS, each a budget; a figure typed into
+    the prose is caught, one inside a marked table is not."""
+    typed = doc_tables.hand_typed()
+    assert len(typed) <= doc_tables.BUDGETS, typed
+    prose = "Automatic K ran at 1.23× the target alone, its step 45 ms, and 9.5 tok/s in 2–3 s.\n"
+    counted = [m[0] for m in doc_tables.FIGURE.finditer(prose)]
+    assert counted == ["1.23×", "45 ms", "9.5 tok/s", "2–3 s"]
+    for missed in ("Qwen2.5-Coder-1.5B", "K = 3", "2026-12-07", "torch 2.13.0", "1.6 GB", "60%"):
+        assert not doc_tables.FIGURE.search(missed), missed
+
+
+def test_a_figure_typed_into_a_doc_is_counted_and_a_generated_one_is_not(monkeypatch, tmp_path):
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "Measured here: 1.40× on code.\n\n<!-- table: current-steps -->\n| a | 52 ms |\n"
+        "<!-- /table -->\n\n```bash\nsleep 5 s\n```\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(doc_tables, "DOCS", [doc])
+    monkeypatch.setattr(doc_tables, "ROOT", tmp_path)
+    assert doc_tables.hand_typed() == ["doc.md:1: 1.40×"]
+
+
+def test_no_current_doc_cites_the_history():
+    """Older runs stay in bench/HISTORY.md, which the current docs point to only as history."""
+    for doc in doc_tables.DOCS:
+        name = str(doc.relative_to(ROOT))
+        if name == "docs/bench/HISTORY.md":
+            continue
+        text = doc.read_text(encoding="utf-8")
+        cites = [line for line in text.splitlines() if "HISTORY.md" in line]
+        assert all("nothing here cites" in line or "which nothing" in line for line in cites), name

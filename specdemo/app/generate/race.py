@@ -24,9 +24,9 @@ from specdemo.engine import (
 )
 from specdemo.policy import AutoK, SiblingAcceptance
 from specdemo.profile import captured_draft_seconds
-from specdemo.target_profile import target_step_kind
 from specdemo.render import round_spans
 from specdemo.rounds import Stats
+from specdemo.target_profile import target_step_kind
 from specdemo.text import Detokenizer
 from specdemo.theory import StepCosts
 

@@ -22,6 +22,7 @@ from specdemo.app.exact.exactness import GREEDY_CHECK_TOKENS
 from specdemo.app.exact.joint import BATCH, EXACT_FIRSTS
 from specdemo.app.settings import LIMITS
 from specdemo.profile import PROFILE_KS
+from specdemo.target_step import resolve_target_step
 from specdemo.theory import expected_tokens_per_pass
 
 # ZeroGPU (spaces 0.51.3, zero/client.py) admits a call on the default GPU size ("large", half an
@@ -40,6 +41,10 @@ ALPHA = 0.5  # per draft: below the lowest per-token alpha measured, 0.57 (docs/
 DRAW_SECONDS = 1e-5  # one draw of the exactness check's first token (vectorised, budget)
 BATCH_STEPS = 1.5  # a batched one-token pass of joint.BATCH rows, in steps (budget)
 MAX_FIRST_TOKENS = 1024  # distinct first tokens the exactness check pays for on ZeroGPU
+# One CUDA graph captured (a pass of one row count): budget, above the 83-119 ms an H200
+# measured for the draft's step (docs/bench/gpu-smoke-h200.md). Each ZeroGPU call is a fresh
+# fork, so a call whose target passes run captured pays for every shape it uses, once.
+CAPTURE_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,24 @@ def target_seconds(max_new_tokens: int, prompt_tokens: int = 0, budget: Budget =
     return prefill_seconds(prompt_tokens, budget.t_step) + max_new_tokens * budget.t_step
 
 
+def capture_seconds(k: int | str, tree_width: int | str = 1) -> float:
+    """The captures a request pays for when the target's passes run as CUDA graphs
+    (SPECDEMO_TARGET_STEP graph, or auto, which may choose them): the plain step and one graph
+    per verify pass's row count it may use, each captured lazily on first use; 0 when the
+    target runs eager."""
+    if resolve_target_step(None, "cuda") not in ("graph", "auto"):
+        return 0.0
+    widths = max(PROFILE_KS) if tree_width == "auto" else int(tree_width)
+    ks = len(PROFILE_KS) if k == "auto" else 1
+    return CAPTURE_SECONDS * (1 + ks * widths)
+
+
 def race_seconds(config, prompt_tokens: int, with_target: bool = True, budget=EMBEDDED) -> float:
-    """A race: the speculative run, and the target alone unless its run is stored."""
+    """A race: the speculative run, and the target alone unless its run is stored, and the
+    target's captures when its passes run as CUDA graphs."""
     tokens = config.max_new_tokens
     spec = speculative_seconds(tokens, config.k, config.drafter, prompt_tokens, budget)
+    spec += capture_seconds(config.k, config.tree_width)
     return spec + (target_seconds(tokens, prompt_tokens, budget) if with_target else 0.0)
 
 

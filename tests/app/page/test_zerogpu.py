@@ -516,3 +516,19 @@ def test_a_forked_race_call_spends_its_seconds_on_the_models(pair, forked, monke
     model = sum(run.seconds for run in runs.values())
     assert len(runs["spec"].tokens) == len(runs["target"].tokens) == request.config.max_new_tokens
     assert (model / wall >= SHARE) == carried, f"{model:.2f} s of {wall:.2f} s"
+
+
+def test_a_captured_target_s_graphs_are_in_the_budget(monkeypatch):
+    """With the target's passes captured (SPECDEMO_TARGET_STEP graph or auto), a race asks for
+    its captures too: the plain step and one per row count it may use, more for automatic K and
+    wider trees than for one fixed K; an eager target asks for none."""
+    config = parse_run(PROMPT, k="auto")
+    eager = gpu.race_seconds(config, 40)
+    assert gpu.capture_seconds("auto") == 0.0
+    monkeypatch.setenv("SPECDEMO_TARGET_STEP", "graph")
+    fixed, auto = gpu.capture_seconds(3), gpu.capture_seconds("auto")
+    assert fixed == 2 * gpu.CAPTURE_SECONDS and auto > fixed
+    assert gpu.capture_seconds("auto", 2) > auto
+    assert gpu.race_seconds(config, 40) == pytest.approx(eager + auto)
+    monkeypatch.setenv("SPECDEMO_TARGET_STEP", "auto")
+    assert gpu.capture_seconds(3) == fixed
