@@ -319,6 +319,7 @@ def check_step_costs(run: Run) -> list[Outcome]:
     ks = [1] if run.dry else list(PROFILE_KS)  # a step of 2 layers takes ~0.5 s on 2 CPU cores
     costs = bench.step_costs(pair, context, ks, "auto")  # the draft with the app's head
     captured = draft_step_outcomes(pair, context, costs, judged=not run.dry)
+    captured += target_step_outcomes(pair, context, costs, judged=not run.dry)
     budget = gpu.budget_of(pair)
     del pair
     gc.collect()
@@ -380,6 +381,73 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     ok = k == 0 or costs.c < 0.8
     verdict_ = (PASS if ok else FAIL) if judged else RAN
     outcomes.append(Outcome("5 auto K", verdict_, f"K = {k} at c = {costs.c:.2f}, 0.9 per draft"))
+    return outcomes
+
+
+def target_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[Outcome]:
+    """The target's passes eager against a static cache and captured CUDA graphs (static on a
+    CPU): a plain step and verify passes of 2..9 rows after the context must give the same
+    logits (within NF4_TOLERANCE eps of the largest); the table shows each mode's step and
+    passes, what capture saved, and the race of the plain loop and of fixed K = 3 with the
+    target's passes in each mode (the target alone and the speculative run alike)."""
+    from specdemo.engine import autoregressive_generate, generate
+    from specdemo.target_profile import timed_target_step
+    from specdemo.target_step import make_target_step
+
+    mode = "graph" if torch.device(pair.target.device).type == "cuda" else "static"
+    rows = list(range(1, 10))
+    worst = 0.0
+    with torch.inference_mode():
+        eager, other = (make_target_step(pair.target, m) for m in ("eager", mode))
+        other.fits(len(context) + 2 * max(rows))
+        for step in (eager, other):
+            step.run(context)
+        for n in rows:
+            tokens = (context * 2)[:n]
+            a, b = (s.verify(tokens).float() for s in (eager, other))
+            worst = max(worst, float((a - b).abs().max() / a.abs().max()))
+            for s in (eager, other):
+                s.crop(n)
+        eps = torch.finfo(pair.target.dtype).eps
+        problem = getattr(other, "problem", "")
+        ok = worst <= NF4_TOLERANCE * eps and not problem
+        t = {m: timed_target_step(pair.target, context, m, rows=(1,))[0] for m in ("eager", mode)}
+        passes = {
+            m: timed_target_step(pair.target, context, m, rows=tuple(rows[1:]))[0]
+            for m in ("eager", mode)
+        }
+    capture = f"; capture {ms(other.capture_seconds)}" if mode == "graph" else ""
+    outcomes = [
+        Outcome(f"5 target {mode} = eager", (PASS if ok else FAIL) if judged or not ok else RAN,
+                f"a step and passes of 2..9 rows: max diff {worst:.2e} of max|logit|"
+                + (f"; capture failed: {problem}" if problem else "")),
+        Outcome(f"5 t_step {mode}", RAN,
+                f"{ms(t[mode])} against eager {ms(t['eager'])}: {t['eager'] / t[mode]:.1f}× "
+                f"(passes of 2..9 rows: {ms(passes[mode])} against {ms(passes['eager'])}, "
+                f"{passes['eager'] / passes[mode]:.1f}×){capture}"),
+    ]  # fmt: skip
+    ids, tokens, race = context[:32], 8 if not judged else 64, {}
+
+    def alone(m: str):
+        return list(autoregressive_generate(pair.target, ids, max_new_tokens=tokens, target_step=m))
+
+    def speculative(m: str):
+        return generate(pair.target, pair.draft, ids, k=3, temperature=0.0,
+                        max_new_tokens=tokens, seed=0, target_step=m)  # fmt: skip
+
+    for m in ("eager", mode):
+        for name, run_ in (("target alone", alone), ("K = 3", speculative)):
+            run_(m)  # warm: captures and caches outside the clock
+            start = time.perf_counter()
+            run_(m)
+            race[m, name] = time.perf_counter() - start
+    figure = "; ".join(
+        f"target {m}: K = 3 {race[m, 'target alone'] / race[m, 'K = 3']:.2f}× its target alone"
+        for m in ("eager", mode)
+    )
+    saved = race["eager", "target alone"] / race[mode, "target alone"]
+    figure += f"; target alone {mode} / eager: {saved:.2f}×"
+    outcomes.append(Outcome("5 race, target modes", RAN, f"{tokens} tokens, greedy: {figure}"))
     return outcomes
 
 

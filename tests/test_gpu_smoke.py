@@ -21,7 +21,8 @@ ROWS = (
     "0 default pair", "1 versions", "2 nf4 linear", "3 tiny pair", "4 generate", "4 sweep",
     "4 exactness", "4 step",
     "5 t_step", "5 t_draft", "5 t_verify", "5 c", "5 static = eager", "5 t_draft static",
-    "5 auto K", "6 gpu bench", "7 zerogpu load", "8 call share, first call",
+    "5 auto K", "5 target static = eager", "5 t_step static", "5 race, target modes",
+    "6 gpu bench", "7 zerogpu load", "8 call share, first call",
     "8 call share, second call",
 )  # fmt: skip
 
