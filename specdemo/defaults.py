@@ -4,9 +4,9 @@ K is chosen per round by default, so a pair never runs slower than its target al
 does not pay. Temperature 0.7 shows accepted, resampled and bonus tokens all at once, and seed 0
 makes a first run reproducible on a projector; pass ``seed=None`` for fresh randomness.
 On a CUDA GPU a step costs per layer, so the embedded pair's draft model costs nearly its
-target's step (docs/BENCHMARKS.md, "GPU") and cannot pay alone: there the default drafter is the
-hybrid, whose rounds automatic K prices one by one from the measured costs (a free copy, a
-draft-model guess or a plain target step).
+target's step (docs/BENCHMARKS.md, "GPU (predicted from the dispatch model)") and cannot pay
+alone: there the default drafter is the hybrid, whose rounds automatic K prices one by one from
+the measured costs (a free copy, a draft-model guess or a plain target step).
 """
 
 DEFAULTS = {

@@ -80,10 +80,10 @@ OPS_PER_LAYER, OPS_FIXED = 39, 17  # non-view ops of a one-token pass (`count_ke
 
 # Per-token acceptance, greedy, measured on the embedded pair only (other pairs: assumed equal):
 ALPHA_MEASURED_ON = "qwen-coder"
-ALPHA_CODE = 0.82  # the 0.5B draft on code: median alpha/token over k = 1-4, docs/BENCHMARKS.md
-#   "Main run" (docs/bench/main.json)
+ALPHA_CODE = 0.82  # the 0.5B draft on code: median alpha/token over k = 1-4,
+#   docs/bench/main.json (kept with the older runs, docs/bench/HISTORY.md)
 ALPHA_COPY = 0.70  # prompt lookup on the copy set: median alpha over k = 2, 4, 8,
-#   docs/bench/lookup.json (docs/BENCHMARKS.md "Prompt lookup on the copy set")
+#   docs/bench/lookup.json
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 ``EagerDraftStep`` is transformers' own path: a ``DynamicCache`` that grows per token. At batch 1
 on a GPU that path costs host-side dispatch per layer, so a 24-layer draft costs nearly what a
-28-layer target does (docs/BENCHMARKS.md, "GPU"). ``StaticDraftStep`` keeps the cache in fixed
-buffers (transformers' ``StaticCache``, rolled back by moving its length), so the one-token step
-has fixed shapes and addresses and reads nothing back to the host; with ``graph=True`` on CUDA
-that step is captured once as a CUDA graph and replayed, one launch for all its kernels. Both
-compute the same logits; the mode is a speed setting, never a change to what is sampled.
+28-layer target does (docs/BENCHMARKS.md, "GPU (measured on an H200)"). ``StaticDraftStep``
+keeps the cache in fixed buffers (transformers' ``StaticCache``, rolled back by moving its
+length), so the one-token step has fixed shapes and addresses and reads nothing back to the
+host; with ``graph=True`` on CUDA that step is captured once as a CUDA graph and replayed, one
+launch for all its kernels. Both compute the same logits; the mode is a speed setting, never a change to what is sampled.
 "auto", the default, runs whichever of eager and graph measures faster on CUDA, and eager
 elsewhere: measuring is ``profile``'s (``profile.draft_step_for``), which builds on this module.
 The target's passes run on the same machinery (``target_step``).

@@ -250,9 +250,9 @@ def tree_sentence(run: RunRecord) -> str:
 
 
 def layers_sentence(run: RunRecord) -> str:
-    """On a GPU, why the draft step costs what it does, from the profile's c and the two models'
-    layer counts: at batch 1 a step is host-side dispatch per layer, not memory traffic per
-    parameter (docs/BENCHMARKS.md, "GPU"); "" on a CPU or when no draft model ran."""
+    """On a GPU, why the draft step costs what it does, from the profile's c and the layer counts:
+    at batch 1 a step is host-side dispatch per layer, not memory traffic per parameter
+    (docs/BENCHMARKS.md, "GPU (measured on an H200)"); "" on a CPU or without a draft model."""
     t_step, t_draft = run.cost_t_step, run.cost_t_draft
     target, draft = run.target_layers, run.draft_layers
     if not run.device.startswith("cuda") or not (t_step and t_draft and draft):

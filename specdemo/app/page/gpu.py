@@ -37,7 +37,7 @@ DURATION_FACTOR = 1.5  # admission: quota needed per second asked, on the defaul
 SETUP_SECONDS = 10.0  # each call: the worker's fork, the pair onto the GPU, the step-cost profile
 VERIFY_STEPS = 1.5  # a verify pass over k + 1 tokens, in target steps (1.3 measured on CPU, k = 3)
 PREFILL_TOKENS_PER_STEP = 256  # prompt tokens one prefill pass takes for the cost of one step
-ALPHA = 0.5  # per draft: below the lowest per-token alpha measured, 0.57 (docs/BENCHMARKS.md)
+ALPHA = 0.5  # per draft: below the lowest per-token alpha the benchmarks measured (a budget)
 DRAW_SECONDS = 1e-5  # one draw of the exactness check's first token (vectorised, budget)
 BATCH_STEPS = 1.5  # a batched one-token pass of joint.BATCH rows, in steps (budget)
 MAX_FIRST_TOKENS = 1024  # distinct first tokens the exactness check pays for on ZeroGPU

@@ -139,7 +139,7 @@ def wire_generate(pair, tab: dict) -> None:
     Timed runs show Gradio's "minimal" progress (runtime and queue): the race streams its own
     tokens and a sweep reports its cells in its own line. The spinner and dimming that "full"
     lays over every output keep a browser on the same machine busy while the runs are timed on
-    its cores (docs/BENCHMARKS.md, "The cost note with a browser beside the app")."""
+    its cores (docs/BENCHMARKS.md, "Beside busy processes")."""
     runs = [
         model_event(pair, tab["run"], handlers.generate, tab, handlers.GENERATE_OUTPUTS,
                     progress="minimal"),
