@@ -104,3 +104,27 @@ def test_no_current_doc_cites_the_history():
         text = doc.read_text(encoding="utf-8")
         cites = [line for line in text.splitlines() if "HISTORY.md" in line]
         assert all("nothing here cites" in line or "which nothing" in line for line in cites), name
+
+
+def heading_anchors(path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    headings = re.findall(r"^#+ (.*)$", path.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    """A link from README or a doc to a file in the repository names a file that exists, and
+    its #anchor a heading of that file (docs move sections; a dead link misleads)."""
+    dead = []
+    for doc in doc_tables.DOCS:
+        text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            if link.startswith(("http:", "https:", "mailto:")):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (doc.parent / path) if path else doc
+            if not target.exists():
+                dead.append(f"{doc.name}: {link}")
+            elif anchor and target.suffix == ".md" and anchor not in heading_anchors(target):
+                dead.append(f"{doc.name}: {link} (no such heading)")
+    assert dead == []
