@@ -133,6 +133,41 @@ def test_the_page_says_why_with_the_figures_it_measured():
     assert none.why == "no 4-bit kernel runs on this CPU (torch int4: RuntimeError: x)"
 
 
+def test_a_start_keeps_the_kernel_whose_models_are_converted(monkeypatch):
+    """When the probe's pick has no converted models but the other candidate's are cached (the
+    two are close on an AVX512-BF16 CPU and a probe can flip), the start keeps the converted one
+    and says why, instead of converting the pair again; with both or neither cached, or the
+    other kernel no candidate here, the probe's pick runs."""
+    flipped = KernelChoice("int4", {"nf4": 0.0030, "int4": 0.0020}, {}, "avx512", True)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: flipped)
+    precision, _, why = kernels.running_precision("4bit", "cpu", converted=lambda k: k == "nf4")
+    assert precision == "nf4"
+    assert why.startswith("bitsandbytes NF4 runs: its converted models are cached here")
+    assert "SPECDEMO_PRECISION=int4 converts them" in why
+    for converted in (lambda k: True, lambda k: False, lambda k: k == "int4"):
+        assert kernels.running_precision("4bit", "cpu", converted=converted)[0] == "int4"
+    laptop = KernelChoice("int4", {"nf4-unfused": 0.03, "int4": 0.006}, {}, "avx2", False)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: laptop)
+    assert kernels.running_precision("4bit", "cpu", converted=lambda k: k == "nf4")[0] == "int4"
+    assert kernels.running_precision("int4", "cpu", converted=lambda k: k == "nf4")[0] == "int4"
+
+
+def test_a_tiny_pair_converted_for_one_kernel_loads_it_without_converting_again(
+    monkeypatch, tmp_path
+):
+    """load_pair on a cache holding only the NF4 conversion, with a probe that picks int4, loads
+    NF4 and builds nothing."""
+    if not bitsandbytes_works():
+        pytest.skip("bitsandbytes does not run here")
+    cache = tmp_path / "cache"
+    load_pair("tiny", precision="nf4", cache=cache)
+    flipped = KernelChoice("int4", {"nf4": 0.0030, "int4": 0.0020}, {}, "avx512", True)
+    monkeypatch.setattr(kernels, "choose_kernel", lambda: flipped)
+    pair = load_pair("tiny", precision="4bit", cache=cache)
+    assert (pair.summary.precision, pair.summary.cold) == ("nf4", False)
+    assert "converted models are cached" in pair.summary.kernel_note
+
+
 def test_4bit_on_a_cpu_runs_the_probes_choice_and_says_why(monkeypatch):
     choice = KernelChoice("int4", {"nf4-unfused": 0.030, "int4": 0.006}, {}, "avx2", False)
     monkeypatch.setattr(kernels, "choose_kernel", lambda: choice)

@@ -57,6 +57,17 @@ def stored_kind(precision: str) -> str:
     return "4bit" if precision == "nf4" else "float"
 
 
+def is_cached(spec: ModelSpec, precision: str, cache: str | os.PathLike | None = None) -> bool:
+    """Whether `spec` converted for `precision` is in the cache, finished."""
+    kind = stored_kind(precision)
+    folder = cache_root(cache) / "models" / f"{model_key(spec)}-{kind}"
+    return read_json(folder / _COMPLETE) == {
+        "format": CACHE_FORMAT,
+        "model": repr(spec),
+        "kind": kind,
+    }
+
+
 def cached_model(
     spec: ModelSpec,
     precision: str,

@@ -89,6 +89,25 @@ def fused_nf4() -> bool:
     return has_kernel("bitsandbytes::gemv_4bit", "CPU")
 
 
+def kept_converted(choice: KernelChoice, converted) -> tuple[str, str] | None:
+    """(kernel, the page's sentence) when `choice`'s pick has no converted models yet but the
+    other candidate's are cached (`converted(kernel)`): the probe's two kernels are close on
+    some CPUs, and converting the pair again takes minutes, so a start keeps the kernel whose
+    models it has rather than follow a probe that flipped; None otherwise."""
+    other = "nf4" if choice.kernel == "int4" else "int4"
+    if not choice.kernel or other not in choice.seconds or converted(choice.kernel):
+        return None
+    if not converted(other):
+        return None
+    ms = {k: f"{s * 1e3:.2f} ms" for k, s in choice.seconds.items()}
+    return other, (
+        f"{NAMES[other]} runs: its converted models are cached here, and converting them for "
+        f"{NAMES[choice.kernel]} would take minutes (measured here on a "
+        f"{PROBE_SHAPE[0]}×{PROBE_SHAPE[1]} layer: {NAMES[choice.kernel]} {ms[choice.kernel]}, "
+        f"{NAMES[other]} {ms[other]}; SPECDEMO_PRECISION={choice.kernel} converts them)"
+    )
+
+
 @functools.cache
 def choose_kernel() -> KernelChoice:
     """Time the candidates once per process on this CPU and pick one (see the module doc)."""
@@ -155,14 +174,16 @@ def running_precision(
     device: str = "cpu",
     dtype: torch.dtype = torch.bfloat16,
     progress: Progress | None = None,
+    converted=lambda kernel: False,
 ) -> tuple[str, str, str]:
     """(the precision a load on `device` computing in `dtype` runs at, the note that says why when
     it is not the one asked for (see `pairs.fallback_precision`), the note that says why its
     4-bit kernel runs); None: env or default.
 
     "4bit" on a CPU runs the kernel `kernels.choose_kernel` measures fastest, a stage of its
-    own; on CUDA, NF4. A 4-bit load on CUDA also needs the GPU's own probe to pass; on ZeroGPU
-    no GPU is lent at load time, so only the CPU is probed. Apple's GPU runs 16-bit: neither
+    own, unless only the other's models are converted (`converted(kernel)`, `kept_converted`);
+    on CUDA, NF4. A 4-bit load on CUDA also needs the GPU's own probe to pass; on ZeroGPU no GPU
+    is lent at load time, so only the CPU is probed. Apple's GPU runs 16-bit: neither
     4-bit kernel has an MPS path here.
     """
     precision = resolve_precision(precision)
@@ -178,7 +199,7 @@ def running_precision(
         report(progress, PROBE_STAGE, 1, 1)
         if not choice.kernel:
             return fallback_precision("4bit", choice.problem, dtype) + ("",)
-        precision, kernel_note = choice.kernel, choice.why
+        precision, kernel_note = kept_converted(choice, converted) or (choice.kernel, choice.why)
     elif precision == "4bit":
         precision = "nf4"
     problem = None

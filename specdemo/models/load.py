@@ -25,6 +25,7 @@ from specdemo.models.convert import (
     cached_model,
     fix_generation_config,
     import_bitsandbytes,
+    is_cached,
     quiet_transformers,
     release_freed_memory,
 )
@@ -190,7 +191,12 @@ def _load_checked(
 ) -> tuple[torch.nn.Module, torch.nn.Module, object, str, str, bool]:
     """(target, draft, tokenizer, precision, note, kernel note, cold) of `spec`, its tokenizers
     checked; a 4-bit load that fails runs 16-bit, and `note` says why (see `running_precision`)."""
-    precision, note, kernel_note = running_precision(requested, device, half, progress)
+    local = [m for m in (spec.target, spec.draft) if m.kind != "hub"]
+
+    def converted(kernel: str) -> bool:
+        return bool(local) and all(is_cached(m, kernel, cache) for m in local)
+
+    precision, note, kernel_note = running_precision(requested, device, half, progress, converted)
     loaded = None
     try:
         loaded = _load_models(spec, precision, device, half, cache, progress)
