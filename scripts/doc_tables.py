@@ -137,7 +137,18 @@ def current_lead() -> str:
         f"T {' and '.join(temp(t) for t in s['temperatures'])}, "
         f"{s['repeats']} run each. Each method ran beside the target alone on the same prompt and "
         "seed, interleaved; each figure is the median over a set's prompts of tokens per second "
-        "against the target alone (`bench/current.json`)."
+        "against the target alone (`bench/current.json`)." + remeasured(s)
+    )
+
+
+def remeasured(settings: dict) -> str:
+    """A sentence on the sets a run measured again, and why, when it did."""
+    again = settings.get("remeasured")
+    if not again:
+        return ""
+    return (
+        f" The {' and '.join(again['sets'])} set was measured again in a second pass, the same "
+        f"way, because {again['why']}; the step costs are {again['step_costs']}."
     )
 
 
