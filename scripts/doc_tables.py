@@ -10,6 +10,7 @@ measured table sits outside the markers.
 """
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -1052,6 +1053,7 @@ PROMPT = "Write a Python function that checks whether a number is prime."  # the
 PROMPT_TOKENS = 40  # a default prompt's length with its chat template, about
 
 
+@functools.cache
 def zerogpu_jobs():
     """The default run, exactness check, step and sweep of a 40-token prompt, and the budgets
     of the embedded pair and of the 48-layer 14B, as gpu.py prices them."""
@@ -1234,14 +1236,16 @@ def differing() -> list[str]:
 def hand_typed() -> list[str]:
     """'doc:line: figure' for each measured-looking figure typed outside the marked tables and
     code blocks of README and every doc."""
+
+    def blank(match: re.Match) -> str:  # a table or fenced code, its line breaks kept
+        return re.sub(r"[^\n]", " ", match[0])
+
     out = []
     for doc in DOCS:
         name = str(doc.relative_to(ROOT))
         if name in NOT_COUNTED:
             continue
         text = doc.read_text(encoding="utf-8")
-        # Blank out tables and fenced code, keeping line numbers.
-        blank = lambda m: re.sub(r"[^\n]", " ", m[0])  # noqa: E731
         text = re.sub(r"```.*?```", blank, BLOCK.sub(blank, text), flags=re.S)
         for number, line in enumerate(text.split("\n"), 1):
             out += [f"{name}:{number}: {m[0]}" for m in FIGURE.finditer(line)]

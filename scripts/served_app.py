@@ -29,9 +29,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served_app(pair: str, timeout: float, **env: str):
+def served_app(pair: str, timeout: float, times: dict | None = None, poll: float = 0.5, **env: str):
     """`python app.py` on `pair` (SPECDEMO_PAIR) with `env` added, offline, on a free port;
-    yields its URL once the page answers and the pair is ready, and stops it afterwards."""
+    yields its URL once the page answers and the pair is ready, and stops it afterwards.
+    `times`, when given, gets the seconds from the start until the page answered ("page served
+    (s)") and until the pair was ready ("ready (s)"), to within `poll` seconds."""
     port = free_port()
     env = {
         **os.environ,
@@ -45,11 +47,13 @@ def served_app(pair: str, timeout: float, **env: str):
     url = f"http://127.0.0.1:{port}/"
     # "a+": the app's writes go to the end while this side seeks back to read
     with tempfile.TemporaryFile("a+") as log:
+        start = time.monotonic()
         app = subprocess.Popen(
             [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
+        times = {} if times is None else times
         try:
-            deadline = time.monotonic() + timeout
+            deadline = start + timeout
             while True:
                 log.seek(0)
                 output = log.read()
@@ -57,11 +61,13 @@ def served_app(pair: str, timeout: float, **env: str):
                     raise NotReady(f"app.py did not get ready (exit {app.returncode}):\n{output}")
                 try:  # the page answers first; the pair is ready after READY
                     urllib.request.urlopen(url, timeout=2)
+                    times.setdefault("page served (s)", time.monotonic() - start)
                     if READY in output:
+                        times["ready (s)"] = time.monotonic() - start
                         break
                 except OSError:
                     pass
-                time.sleep(0.5)
+                time.sleep(poll)
             yield url
         finally:
             app.terminate()

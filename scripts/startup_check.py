@@ -20,15 +20,15 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from served_app import READY, free_port  # noqa: E402
+from served_app import served_app  # noqa: E402
+
+from specdemo.models.pairs import DEFAULT_PAIR  # noqa: E402
 
 TARGETS = {"cold start (s)": 180, "warm start (s)": 10, "memory (GB)": 3}
 LOAD = """
@@ -63,33 +63,11 @@ def timed(code: str, env: dict) -> dict:
     }
 
 
-def app_start(env: dict, timeout: float = 600) -> dict:
+def app_start(cache: str, timeout: float = 600) -> dict:
     """Seconds from `python app.py`'s start until its page answers and until it is ready."""
-    port = free_port()
-    env = {**env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port),
-           "GRADIO_ANALYTICS_ENABLED": "False"}  # fmt: skip
-    url, served = f"http://127.0.0.1:{port}/", None
-    with tempfile.TemporaryFile("a+") as log:
-        start = time.monotonic()
-        app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log,
-                               stderr=subprocess.STDOUT)  # fmt: skip
-        try:
-            while time.monotonic() - start < timeout and app.poll() is None:
-                if served is None:
-                    try:
-                        urllib.request.urlopen(url, timeout=1)
-                        served = time.monotonic() - start
-                    except OSError:
-                        pass
-                log.seek(0)
-                if READY in log.read():
-                    return {"page served (s)": served, "ready (s)": time.monotonic() - start}
-                time.sleep(0.1)
-            log.seek(0)
-            raise RuntimeError(f"app.py was not ready:\n{log.read()[-3000:]}")
-        finally:
-            app.terminate()
-            app.wait(30)
+    times = {}
+    with served_app(DEFAULT_PAIR, timeout, times, poll=0.1, SPECDEMO_CACHE=cache):
+        return times
 
 
 def main(argv=None) -> int:
@@ -106,7 +84,7 @@ def main(argv=None) -> int:
         print("cold", cold, flush=True)
         warm = [timed(LOAD, env) for _ in range(args.repeats)]
         print("warm", warm, flush=True)
-        app = [app_start(env) for _ in range(args.repeats)]
+        app = [app_start(cache) for _ in range(args.repeats)]
         print("app", app, flush=True)
     result = {
         "machine": machine("cpu"),

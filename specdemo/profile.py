@@ -152,13 +152,23 @@ def fastest_draft_step(draft, head=None, modes=("eager", "graph"), repeats: int 
     draft model (its first request pays the measurement); a graph whose capture failed is not
     a candidate. On CUDA: eager against a captured graph."""
     if draft not in _fastest:
-        context, seconds = synthetic_context(draft), {}
-        for mode in modes:
-            median, runner = timed_draft_step(draft, context, head, mode, repeats)
-            if not getattr(runner, "problem", ""):
-                seconds[runner.kind] = median
-        _fastest[draft] = min(seconds, key=seconds.get)
+        context = synthetic_context(draft)
+        _fastest[draft] = fastest_of(
+            modes, lambda mode: timed_draft_step(draft, context, head, mode, repeats)
+        )
     return _fastest[draft]
+
+
+def fastest_of(modes, timed) -> str:
+    """The mode of `modes` whose ``timed(mode)`` -> (seconds, the step object it ran) is least;
+    a step whose capture failed (its ``problem``) is no candidate. The draft's and the target's
+    "auto" both choose by it."""
+    seconds = {}
+    for mode in modes:
+        median, runner = timed(mode)
+        if not getattr(runner, "problem", ""):
+            seconds[runner.kind] = median
+    return min(seconds, key=seconds.get)
 
 
 def synthetic_context(*models) -> list[int]:

@@ -12,7 +12,7 @@ import weakref
 import torch
 
 from specdemo.lm import Stopwatch
-from specdemo.profile import synthetic_context
+from specdemo.profile import fastest_of, synthetic_context
 from specdemo.target_step import make_target_step, resolve_target_step
 
 TIMED_ROWS = (1, 5)  # a plain step and the verify pass of K = 4
@@ -56,10 +56,8 @@ def fastest_target_step(model, modes=("eager", "graph"), repeats: int = 5) -> st
     (its first request pays the measurement); a graph whose capture failed is not a
     candidate. On CUDA: eager against captured graphs."""
     if model not in _fastest:
-        context, seconds = synthetic_context(model), {}
-        for mode in modes:
-            median, runner = timed_target_step(model, context, mode, repeats=repeats)
-            if not getattr(runner, "problem", ""):
-                seconds[runner.kind] = median
-        _fastest[model] = min(seconds, key=seconds.get)
+        context = synthetic_context(model)
+        _fastest[model] = fastest_of(
+            modes, lambda mode: timed_target_step(model, context, mode, repeats=repeats)
+        )
     return _fastest[model]
