@@ -19,6 +19,7 @@ import torch
 from specdemo import draft_vocab
 from specdemo.profile import draft_step_for
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
+from specdemo.suffix import CopyDrafter, Match
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class Proposal:
     q: torch.Tensor | None
     draft_steps: int = 0  # draft model forward passes spent on it
     source: str = "model"  # "model" (q from the draft model) or "lookup" (copied, q one-hot)
+    # Where a copy from the suffix index came from and how long a match it rests on
+    # (``suffix.Match``); None for the model and for prompt lookup's n-gram copies.
+    match: "Match | None" = None
 
 
 class Drafter(Protocol):
@@ -210,6 +214,10 @@ class LookupDrafter:
         return Proposal(tokens, None, source="lookup")
 
 
+# Every drafter by name: the draft model, prompt lookup (n-grams), their hybrid, copies from the
+# suffix index, and its hybrid with the model.
+DRAFTERS = ("model", "lookup", "hybrid", "suffix", "suffix-hybrid")
+
 # The hybrid copies only after a match of 3 or more tokens: in a 150k-token vocabulary one or two
 # tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's
 # guess. A copy saves the draft steps, so a shorter match pays only where those are dear (high c).
@@ -217,19 +225,27 @@ HYBRID_MIN_NGRAM = 3
 
 
 class HybridDrafter:
-    """Prompt lookup when the context's last n-gram occurred before, else the draft model.
+    """A copy when the context repeats itself, else the draft model: prompt lookup when the
+    context's last n-gram occurred before ("hybrid"), or the suffix index's longest match
+    (``suffix.CopyDrafter``, "suffix-hybrid"), whose copies automatic K prices by the match's
+    length and may choose over the model's guess or a plain step.
 
-    A lookup round leaves the draft model untouched: its next round feeds it whatever of the
+    A copied round leaves the draft model untouched: its next round feeds it whatever of the
     context it has not seen (``ModelDrafter._sync``), so its KV cache stays in step.
     """
 
-    def __init__(self, model_drafter: ModelDrafter, lookup: LookupDrafter):
+    def __init__(self, model_drafter: ModelDrafter, lookup: "LookupDrafter | CopyDrafter"):
         self.model_drafter, self.lookup = model_drafter, lookup
         self.draft_model = model_drafter
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
         """A copy when there is a match (the model can still draft instead), else the model."""
-        return ("lookup", "model") if self.lookup.index.find(context) else ("model",)
+        find = getattr(self.lookup, "find", None) or self.lookup.index.find
+        return ("lookup", "model") if find(context) else ("model",)
+
+    def match(self, context: list[int]) -> Match | None:
+        """The match a copy would rest on (``CopyDrafter.find``), None for n-gram lookup."""
+        return self.lookup.find(context) if isinstance(self.lookup, CopyDrafter) else None
 
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
         if (source or self.sources(context)[0]) == "lookup":
@@ -263,17 +279,21 @@ def make_drafter(
     rule: AcceptanceRule = EXACT,
     step: str | None = None,
 ):
-    """A drafter by name: "model", "lookup" or "hybrid" (lookup, else the model; `HybridDrafter`).
+    """A drafter by name (``DRAFTERS``): "model", "lookup" (n-gram prompt lookup), "hybrid"
+    (lookup, else the model; `HybridDrafter`), "suffix" (copies from the suffix index,
+    ``suffix.CopyDrafter``) or "suffix-hybrid" (a suffix copy, else the model).
     `generator` draws the draft's samples; on a draft that sits on another device than the
     generator, a generator there seeded from it. head_rows: "auto" (``auto_head_rows``), a row
     count (the most frequent ids, ``draft_vocab``), or None / 0 for the full head. `rule`: how
     the draft model picks its tokens (``sampling.draft_tokens``; only the greedy-draft mistake
     differs). `step`: how the draft
     model's passes run (``draft_step.resolve_draft_step``; None: $SPECDEMO_DRAFT_STEP or eager)."""
+    if kind not in DRAFTERS:
+        raise ValueError(f"drafter must be one of {', '.join(map(repr, DRAFTERS))}, got {kind!r}")
     if kind == "lookup":
         return LookupDrafter(device=device)
-    if kind not in ("model", "hybrid"):
-        raise ValueError(f'drafter must be "model", "lookup" or "hybrid", got {kind!r}')
+    if kind == "suffix":
+        return CopyDrafter(device=device)
     if draft is None:
         raise ValueError(f'drafter="{kind}" needs a draft model')
     if head_rows == "auto":
@@ -293,4 +313,6 @@ def make_drafter(
     )
     if kind == "model":
         return model
+    if kind == "suffix-hybrid":
+        return HybridDrafter(model, CopyDrafter(device=device))
     return HybridDrafter(model, LookupDrafter(min_ngram=HYBRID_MIN_NGRAM, device=device))

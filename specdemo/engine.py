@@ -38,6 +38,11 @@ AUTO_TREE_WIDTH = (
 )
 
 
+# The most drafts one round may verify: a long copy's pass over 65 rows (``suffix``); more rows
+# than that cost a CPU about as much as the plain steps they would replace.
+K_LIMIT = 64
+
+
 def as_list(input_ids: list[int] | torch.Tensor) -> list[int]:
     return input_ids.view(-1).tolist() if isinstance(input_ids, torch.Tensor) else list(input_ids)
 
@@ -157,7 +162,11 @@ def speculative_generate(
     prefill(runner, context, stats)
     stats.prefill_time = clock.lap()
     while True:
-        source, wanted = policy.choose_source(drafter.sources(context)) if policy else (None, k)
+        if policy:  # a copy is priced by the match it rests on, where the drafter says
+            match = drafter.match(context) if hasattr(drafter, "match") else None
+            source, wanted = policy.choose_source(drafter.sources(context), match)
+        else:
+            source, wanted = None, k
         k_asked = min(wanted, stopper.room - 1)  # k drafts + 1 target token fit what is left
         clock.lap()  # what came before (the caller's turn, the choice of k) is bookkeeping
         proposal = drafter.propose(context, k_asked, source)
@@ -219,6 +228,8 @@ def check_k(k: int | AutoK) -> AutoK | None:
         )
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
+    if k > K_LIMIT:
+        raise ValueError(f"k must be at most {K_LIMIT} (drafts a round verifies), got {k}")
     return None
 
 

@@ -46,8 +46,29 @@ from specdemo.rounds import Round
 from specdemo.theory import StepCosts, sibling_chance
 
 # Before any round: a prior acceptance rate per source and how many observations it is worth,
-# tuned in a simulation of whole requests.
-PRIOR = {"model": 0.7, "lookup": 0.6}
+# tuned in a simulation of whole requests. A copy from the suffix index (``suffix.Match``) is
+# priced by its evidence instead: the length of the match it rests on, in powers of two
+# ("copy-match8": 8-15 tokens agreed), or, re-anchored after an edit, the tokens that agreed near
+# where the last copy left the source ("copy-anchor0": none, the edit's length guessed). Each
+# evidence has its own counts, so a 20-token match is trusted further than a 2-token one, and
+# its prior rises with the evidence: a long match in a context is rarely a coincidence.
+PRIOR = {
+    "model": 0.7,
+    "lookup": 0.6,
+    "copy-match1": 0.3,
+    "copy-match2": 0.45,
+    "copy-match4": 0.6,
+    "copy-match8": 0.8,
+    "copy-match16": 0.9,
+    "copy-anchor0": 0.3,
+    "copy-anchor1": 0.5,
+    "copy-anchor2": 0.7,
+}
+# The most drafts priced: a draft model's (the profile's narrow widths, ``profile.PROFILE_KS``),
+# and a copy from the suffix index's, which costs no draft step and may run as far as its match
+# deserves (the profile times passes up to 33 rows, ``profile.COPY_KS``).
+DRAFT_K_MAX = 8
+COPY_K_MAX = 32
 PRIOR_WEIGHT = 2.0
 POSITION_WEIGHT = 4.0  # observations after which a position's own rate outweighs the pooled one
 # After this many plain steps in a row, one round drafts again to re-measure acceptance. A probe
@@ -141,6 +162,30 @@ class SiblingAcceptance:
         return rates
 
 
+def evidence(match) -> str | None:
+    """The evidence a copy from the suffix index is priced by (``PRIOR``'s "copy-" keys), from
+    its ``suffix.Match`` or a Round's (origin, match, anchored); None for anything else."""
+    if match is None:
+        return None
+    if match.anchored:
+        return f"copy-anchor{min(match.length, 2)}"
+    return f"copy-match{min(1 << (max(match.length, 1).bit_length() - 1), 16)}"
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    length: int
+    anchored: bool
+
+
+def round_evidence(r: Round) -> str:
+    """What a finished round's drafts are counted under: their evidence for a suffix copy
+    (``evidence``), else their source."""
+    if r.source == "lookup" and r.origin is not None:
+        return evidence(_Evidence(r.match, r.anchored))
+    return r.source
+
+
 def expected_tokens(rates: list[float], k: int) -> float:
     """1 + a_1 + a_1 a_2 + ... + a_1...a_k: the target's own token plus the kept drafts."""
     total, survive = 1.0, 1.0
@@ -168,7 +213,8 @@ class AutoK:
 
     def __init__(self, costs: StepCosts, k_max: int | None = None, max_width: int = 1):
         self.costs = costs
-        self.k_max = min(k_max or max(costs.t_verify), max(costs.t_verify))
+        self.k_max = min(k_max or DRAFT_K_MAX, max(costs.t_verify))
+        self.copy_k_max = min(max(k_max or COPY_K_MAX, self.k_max), max(costs.t_verify))
         self.max_width = max_width
         self.width = 1  # the width chosen with the last k
         self.siblings = SiblingAcceptance()
@@ -224,24 +270,31 @@ class AutoK:
         rejected (``theory.sibling_chance`` at this request's rates by rank)."""
         return sibling_chance(self.siblings.rates(width - 1, SIBLING_PRIOR))
 
-    def tokens_per_second(self, source: str, width: int = 1) -> list[float]:
-        """Predicted tokens per second for k = 0..k_max, with trees of `width`."""
-        rates = self.acceptance.get(source, Acceptance()).rates(self.k_max, PRIOR[source])
+    def tokens_per_second(self, source: str, width: int = 1, key: str | None = None) -> list[float]:
+        """Predicted tokens per second for k = 0..k_max, with trees of `width`; a copy priced by
+        its evidence `key` (``evidence``) up to copy_k_max."""
+        key = key or source
+        k_max = self.copy_k_max if key.startswith("copy-") else self.k_max
+        rates = self.acceptance.get(key, Acceptance()).rates(k_max, PRIOR[key])
         sibling = self.sibling_chance(width)
         return [
             expected_tree_tokens(rates, k, sibling) / self.seconds(k, source, width)
-            for k in range(self.k_max + 1)
+            for k in range(k_max + 1)
         ]
 
     def choose(self, source: str = "model") -> int:
         """The k for the next round, drafted by `source`."""
         return self.choose_source((source,))[1]
 
-    def choose_source(self, sources: tuple[str, ...]) -> tuple[str, int]:
+    def choose_source(self, sources: tuple[str, ...], match=None) -> tuple[str, int]:
         """The source and k with the most expected tokens per second for the next round, among
         the sources a drafter can use here (a hybrid with a lookup match can also draft), and
-        ``width``, the tree width that goes with them (1 for a copied guess: its q is one-hot)."""
-        options = [self._best(source) for source in sources]
+        ``width``, the tree width that goes with them (1 for a copied guess: its q is one-hot).
+        `match`: the ``suffix.Match`` a copy would rest on, whose evidence prices it."""
+        copy = evidence(match)
+        options = [
+            self._best(source, key=copy if source == "lookup" else None) for source in sources
+        ]
         if self.max_width > 1 and "model" in sources:
             options += [self._best("model", w) for w in range(2, self.max_width + 1)]
         source, k, _, self.width = max(options, key=lambda option: option[2])
@@ -253,17 +306,19 @@ class AutoK:
         self.plain_in_a_row = self.plain_in_a_row + 1 if k == 0 else 0
         return source, k
 
-    def _best(self, source: str, width: int = 1) -> tuple[str, int, float, int]:
-        speed = self.tokens_per_second(source, width)
+    def _best(
+        self, source: str, width: int = 1, key: str | None = None
+    ) -> tuple[str, int, float, int]:
+        speed = self.tokens_per_second(source, width, key)
         k = max(range(len(speed)), key=speed.__getitem__)
-        judged = self.acceptance.get(source, Acceptance()).judged
+        judged = self.acceptance.get(key or source, Acceptance()).judged
         if k == 0 and (not judged or judged[0] < MIN_EVIDENCE):
             k = max(range(1, len(speed)), key=speed.__getitem__)
         return source, k, speed[k], width if k else 1
 
     def update(self, r: Round) -> None:
         if r.k:
-            self.acceptance.setdefault(r.source, Acceptance()).add(r.k, r.n_accepted)
+            self.acceptance.setdefault(round_evidence(r), Acceptance()).add(r.k, r.n_accepted)
         self.siblings.add(r)
         # A time of 0 was not measured (a round replayed or built by hand).
         if r.verify_time > 0:

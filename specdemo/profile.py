@@ -20,7 +20,10 @@ from specdemo.lm import Stopwatch, forward
 from specdemo.theory import StepCosts
 from specdemo.vocab import vocab_size
 
-PROFILE_KS = tuple(range(1, 9))  # the verify widths automatic K chooses among
+PROFILE_KS = tuple(range(1, 9))  # the verify widths automatic K chooses among for a draft model
+# Wider passes a long copy may fill, timed too; automatic K prices the widths between them on a
+# straight line (``StepCosts.pass_seconds``, checked in docs/BENCHMARKS.md, "Long copies").
+COPY_KS = (12, 16, 24, 32)
 PROFILE_CONTEXT = 64  # tokens already in the cache when a step is timed
 
 # target -> {"target": StepCosts without a draft, (id(draft), head_rows): seconds of a draft step}
@@ -88,7 +91,8 @@ def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eag
     once and shared by every draft; a draft's step once per draft, head and step mode."""
     measured = _profiles.setdefault(target, {})
     if "target" not in measured:
-        measured["target"] = measure_costs(target, None, synthetic_context(target))
+        context = synthetic_context(target)
+        measured["target"] = measure_costs(target, None, context, ks=PROFILE_KS + COPY_KS)
     costs = measured["target"]
     if draft is None:
         return costs

@@ -50,6 +50,12 @@ class Round:
     # Judged as a block: the drafts each judge keeps of these drafts on average over the
     # uniforms, (token by token, the whole block) (``verify.expected_kept``).
     expected_kept: tuple[float, float] | None = None
+    # A copied round from the suffix index (``suffix.Match``): the context position its copy
+    # started at, how many tokens before it agreed with the text's end, and whether it was
+    # re-anchored near where the last copy left the source; None otherwise.
+    origin: int | None = None
+    match: int = 0
+    anchored: bool = False
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
@@ -91,6 +97,9 @@ class Round:
             token_kept=None
             if tree is not None
             else (verdict.n_accepted if verdict.token_kept is None else verdict.token_kept),
+            origin=proposal.match.origin if proposal.match is not None else None,
+            match=proposal.match.length if proposal.match is not None else 0,
+            anchored=proposal.match.anchored if proposal.match is not None else False,
         )
 
     @property
@@ -153,6 +162,12 @@ class Stats:
     expected_token: float = 0.0
     expected_block: float = 0.0
     tree_rounds: int = 0  # rounds verified as a tree (width > 1)
+    copied: int = 0  # drafts copied from the context (prompt lookup or the suffix index)
+    copied_kept: int = 0  # of them kept
+    # Rows of every verify pass, and those that were neither kept nor the pass's first row (the
+    # last emitted token): the rows a round paid for and threw away.
+    rows_verified: int = 0
+    rows_wasted: int = 0
     new_tokens: int = 0
     target_passes: int = 0  # including the prefill
     draft_passes: int = 0
@@ -198,6 +213,11 @@ class Stats:
     def tokens_per_pass(self) -> float:
         """Mean tokens emitted per target verify pass."""
         return self.new_tokens / self.rounds if self.rounds else 0.0
+
+    @property
+    def wasted_share(self) -> float:
+        """Verified rows not kept over all rows verified (0 before any pass)."""
+        return self.rows_wasted / self.rows_verified if self.rows_verified else 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -256,6 +276,11 @@ class Stats:
             self.token_rounds += 1
             self.chain_kept += r.n_accepted
         self.tree_rounds += r.width > 1
+        if r.source == "lookup":
+            self.copied += r.k
+            self.copied_kept += r.n_accepted
+        self.rows_verified += r.rows
+        self.rows_wasted += r.rows - 1 - r.kept
         self.new_tokens += len(r.tokens)
         self.target_passes += 1
         self.draft_passes += r.draft_steps
@@ -269,6 +294,7 @@ class Stats:
         d = {k: v for k, v in self.__dict__.items() if k != "verify_times"}
         d.update(
             kept_rate=self.kept_rate,
+            wasted_share=self.wasted_share,
             alpha=self.alpha,
             tokens_per_pass=self.tokens_per_pass,
             tokens_per_s=self.tokens_per_s,

@@ -82,17 +82,25 @@ class StepCosts:
 
     def pass_seconds(self, rows: int) -> float:
         """A target pass over `rows` tokens: a plain step for 1, the measured verify pass where
-        one of that width was timed, else the widest one timed plus the last measured rise per
-        row (a token tree's pass, whose rows may outnumber every chain's)."""
+        one of that width was timed, a straight line between the two nearest widths timed
+        around it (a long copy's pass: the profile times a few widths up to 33 rows), else the
+        widest one timed plus the last measured rise per row (a token tree's pass, whose rows
+        may outnumber every chain's)."""
         if rows <= 1:
             return self.t_step
         if rows - 1 in self.t_verify:
             return self.t_verify[rows - 1]
-        ks = sorted(self.t_verify)
-        last = ks[-1]
-        before, t_before = (ks[-2], self.t_verify[ks[-2]]) if len(ks) > 1 else (0, self.t_step)
-        per_row = max(0.0, (self.t_verify[last] - t_before) / (last - before))
-        return self.t_verify[last] + per_row * (rows - 1 - last)
+        timed = {0: self.t_step, **self.t_verify}  # key: rows - 1
+        ks = sorted(timed)
+        n = rows - 1
+        above = next((k for k in ks if k > n), None)
+        if above is not None:
+            below = max(k for k in ks if k < n)
+            share = (n - below) / (above - below)
+            return timed[below] + share * (timed[above] - timed[below])
+        last, before = ks[-1], ks[-2]
+        per_row = max(0.0, (timed[last] - timed[before]) / (last - before))
+        return timed[last] + per_row * (n - last)
 
     def verify_cost(self, k: int) -> float:
         """A (k+1)-token verify pass in target steps (1 in the paper's model)."""
