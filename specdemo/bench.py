@@ -74,6 +74,10 @@ class Row:
     # Block rounds only: tokens a pass the block gives over token by token's on the same drafts,
     # each on average over its uniforms, pooled over the cell's rounds (``Stats.expected_gain``).
     expected_gain: float | None = None
+    # Drafts copied from the context over all drafts, and verified rows neither kept nor a
+    # pass's first row over all rows verified (``Stats.wasted_share``): medians over prompts.
+    copied_share: float | None = None
+    wasted_share: float | None = None
 
 
 def median(values):
@@ -86,7 +90,7 @@ def bench(pair, args, progress=True) -> dict:
     quick = args.quick
     ks = args.ks or ([2, 4, "auto"] if quick else [*range(1, 9), "auto"])
     temps = args.temperatures or ([0.0, 1.0] if quick else [0.0, 0.7, 1.0])
-    names = args.sets or (["code", "prose"] if quick else ["code", "prose", "copy"])
+    names = args.sets or (["code", "prose"] if quick else ["code", "prose", "copy", "edits"])
     per_set = args.per_set or (2 if quick else None)
     sets = {name: prompt_sets[name][:per_set] for name in names}
     max_new_tokens = args.max_new_tokens or (64 if quick else 96)
@@ -163,6 +167,7 @@ def bench(pair, args, progress=True) -> dict:
             "tree_widths": getattr(args, "tree_widths", None) or [1],
             "verify": judges,
             "busy": loads,
+            "peer": peer_of(args),
         },
         "step_costs": asdict(costs),
         "draft_head": {
@@ -173,6 +178,12 @@ def bench(pair, args, progress=True) -> dict:
         "plain_loop": plains,
         "rows": [asdict(r) for r in rows],
     }
+
+
+def peer_of(args) -> str | None:
+    """The peer each prompt's runs are compared with: transformers' assisted generation with the
+    same draft ("assisted"), its prompt lookup ("lookup"), or None (--no-peer)."""
+    return None if args.no_peer else getattr(args, "peer", "assisted")
 
 
 def judges_of(args) -> list[str]:
@@ -191,8 +202,8 @@ def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, c
     plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
     for k in ks:
         peer = None
-        if not args.no_peer:
-            n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k)
+        if peer_of(args):
+            n_p, t_p, _ = run_hf(pair, ids, sampling, max_new_tokens, seed, k, peer_of(args))
             peer = n_p / t_p
         for method, (kind, width, judge) in methods.items():
             if (method, k, n) not in cells:
@@ -226,7 +237,7 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
     alpha = median([s.alpha for _, _, s, _ in runs])
     speedup = median([s.tokens_per_s / b for b, _, s, _ in runs])
     tpp = median([s.tokens_per_pass for _, _, s, _ in runs])
-    if drafter == "lookup":  # a prompt-lookup draft costs no model step
+    if drafter in ("lookup", "suffix"):  # a copy costs no model step
         costs = dataclasses.replace(costs, t_draft=0.0)
     cell = Row(
         prompt_set=set_name,
@@ -250,8 +261,13 @@ def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, 
         judge=judge,
         judge_gain=pooled_judge_gain([s for _, _, s, _ in runs]),
         expected_gain=pooled_expected_gain([s for _, _, s, _ in runs]),
+        copied_share=median([s.copied / s.drafted if s.drafted else 0.0 for _, _, s, _ in runs]),
+        wasted_share=median([s.wasted_share for _, _, s, _ in runs]),
     )
-    if k == "auto" or drafter == "hybrid":  # k or the draft's cost changes from round to round
+    if k == "auto" or drafter in (
+        "hybrid",
+        "suffix-hybrid",
+    ):  # k or the draft's cost changes from round to round
         return cell
     predicted, predicted_tpp = costs.speedup(min(alpha, 1.0), k), costs.speedup_at(tpp, k)
     return dataclasses.replace(

@@ -94,17 +94,25 @@ def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="mod
     return stats, overhead
 
 
+# transformers' prompt lookup: the drafts per round its documentation suggests, for k "auto".
+HF_LOOKUP_TOKENS = 10
+
+
 @torch.inference_mode()
-def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None):
-    """transformers generate: target alone, or assisted by the draft with a constant k; for k
-    "auto", transformers' own dynamic choice (up to 20 drafts, stopped when the draft's
-    confidence falls below 0.4: the library's defaults)."""
+def run_hf(pair, input_ids, sampling, max_new_tokens, seed, k=None, peer="assisted"):
+    """transformers generate: target alone, or with k drafts a round from the draft model
+    (`peer` "assisted"; for k "auto", transformers' own dynamic choice: up to 20 drafts, stopped
+    when the draft's confidence falls below 0.4, the library's defaults) or copied by its prompt
+    lookup (`peer` "lookup": ``prompt_lookup_num_tokens`` = k, HF_LOOKUP_TOKENS for "auto", its
+    n-gram of up to 2 tokens as the library sets it)."""
     kwargs = dict(max_new_tokens=max_new_tokens, do_sample=not sampling.greedy)
     if not sampling.greedy:
         kwargs.update(
             temperature=sampling.temperature, top_k=sampling.top_k or 0, top_p=sampling.top_p or 1.0
         )
-    if k is not None:
+    if k is not None and peer == "lookup":
+        kwargs["prompt_lookup_num_tokens"] = HF_LOOKUP_TOKENS if k == "auto" else k
+    elif k is not None:
         config = pair.draft.generation_config
         config.num_assistant_tokens = 20 if k == "auto" else k
         config.num_assistant_tokens_schedule = "constant"

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from specdemo.defaults import DEFAULTS, default_drafter
+from specdemo.defaults import DEFAULTS, DRAFTERS, default_drafter
 from specdemo.models.pairs import DEVICES, PRECISIONS
 from specdemo.verify import JUDGES
 
@@ -177,16 +177,23 @@ def add_bench_args(parser) -> None:
     parser.add_argument(
         "--sets",
         nargs="+",
-        help="prompt sets: default code prose copy (--quick: code prose, two prompts each)",
+        help="prompt sets: default code prose copy edits (--quick: code prose, two prompts each)",
     )
     parser.add_argument("--max-new-tokens", type=int, help="default 96 (--quick: 64)")
     parser.add_argument("--per-set", type=int, help="prompts per set (default all; --quick: 2)")
     parser.add_argument(
         "--drafter",
         nargs="+",
-        choices=["model", "lookup", "hybrid"],
+        choices=DRAFTERS,
         default=["model"],
-        help="our drafters, each run side by side (the peer always uses the draft model)",
+        help="our drafters, each run side by side",
+    )
+    parser.add_argument(
+        "--peer",
+        choices=["assisted", "lookup"],
+        default="assisted",
+        help="transformers' generate to compare with at each k: assisted generation with the "
+        "same draft, or its prompt lookup (prompt_lookup_num_tokens = k; 10 for auto)",
     )
     parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
@@ -304,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-new-tokens", type=int, default=DEFAULTS["max_new_tokens"])
     gen.add_argument(
         "--drafter",
-        choices=["model", "lookup", "hybrid"],
+        choices=DRAFTERS,
         help="default: hybrid on CUDA, else the draft model",
     )
     gen.add_argument(

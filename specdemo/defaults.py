@@ -23,6 +23,11 @@ DEFAULTS = {
 }
 
 
+# Every drafter by name (``drafters.make_drafter``): the draft model, prompt lookup (n-grams),
+# their hybrid, copies from the suffix index (``suffix``), and its hybrid with the model.
+DRAFTERS = ("model", "lookup", "hybrid", "suffix", "suffix-hybrid")
+
+
 def default_drafter(device) -> str:
     """The drafter used when none is named: "hybrid" on CUDA, else DEFAULTS["drafter"]."""
     return "hybrid" if str(device).startswith("cuda") else DEFAULTS["drafter"]

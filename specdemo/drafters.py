@@ -17,6 +17,7 @@ from typing import Protocol
 import torch
 
 from specdemo import draft_vocab
+from specdemo.defaults import DRAFTERS
 from specdemo.profile import draft_step_for
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 from specdemo.suffix import CopyDrafter, Match
@@ -213,10 +214,6 @@ class LookupDrafter:
         tokens = torch.tensor(follow, dtype=torch.long, device=self.device)
         return Proposal(tokens, None, source="lookup")
 
-
-# Every drafter by name: the draft model, prompt lookup (n-grams), their hybrid, copies from the
-# suffix index, and its hybrid with the model.
-DRAFTERS = ("model", "lookup", "hybrid", "suffix", "suffix-hybrid")
 
 # The hybrid copies only after a match of 3 or more tokens: in a 150k-token vocabulary one or two
 # tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's

@@ -4,7 +4,10 @@ Expected tokens of a round with k drafts are 1 + sum over j <= k of a_1 * ... * 
 the chance that draft position i is kept given that the ones before it were: acceptance is not
 i.i.d. (a draft that got the first token right tends to get the next one too), so each position
 keeps its own running estimate for this request, shrunk towards the pooled rate while it has few
-observations (a position never reached takes the pooled rate). The counts are of the drafts
+observations (a position never reached takes the pooled rate). A copy from the suffix index
+is priced otherwise: by the length of the match it rests on (``evidence``), each length with one
+pooled rate for every position, so that its copies may run up to COPY_K_MAX and a long match
+is trusted further than a short one. The counts are of the drafts
 each round kept, whichever judge kept them: judged as a block (``verify``), position i can be
 kept after a test token by token would have failed, and the chance that it is kept still
 depends on the prefix only, not on how many drafts follow it, so rounds of every k inform every
@@ -111,9 +114,13 @@ class Acceptance:
             self.judged[i] += 1
             self.kept[i] += i < n_accepted
 
-    def rates(self, k_max: int, prior: float) -> list[float]:
-        """Estimated a_1..a_k_max."""
+    def rates(self, k_max: int, prior: float, by_position: bool = True) -> list[float]:
+        """Estimated a_1..a_k_max; without `by_position`, the pooled rate at every position (a
+        copy's: whether its next token holds depends on where the text departs from the source,
+        not on how far the copy has run, and its match's length is already its evidence)."""
         pooled = (sum(self.kept) + PRIOR_WEIGHT * prior) / (sum(self.judged) + PRIOR_WEIGHT)
+        if not by_position:
+            return [pooled] * k_max
         rates = []
         for i in range(k_max):
             judged = self.judged[i] if i < len(self.judged) else 0
@@ -274,8 +281,9 @@ class AutoK:
         """Predicted tokens per second for k = 0..k_max, with trees of `width`; a copy priced by
         its evidence `key` (``evidence``) up to copy_k_max."""
         key = key or source
-        k_max = self.copy_k_max if key.startswith("copy-") else self.k_max
-        rates = self.acceptance.get(key, Acceptance()).rates(k_max, PRIOR[key])
+        copy = key.startswith("copy-")
+        k_max = self.copy_k_max if copy else self.k_max
+        rates = self.acceptance.get(key, Acceptance()).rates(k_max, PRIOR[key], not copy)
         sibling = self.sibling_chance(width)
         return [
             expected_tree_tokens(rates, k, sibling) / self.seconds(k, source, width)

@@ -23,7 +23,8 @@ from specdemo.vocab import vocab_size
 PROFILE_KS = tuple(range(1, 9))  # the verify widths automatic K chooses among for a draft model
 # Wider passes a long copy may fill, timed too; automatic K prices the widths between them on a
 # straight line (``StepCosts.pass_seconds``, checked in docs/BENCHMARKS.md, "Long copies").
-COPY_KS = (12, 16, 24, 32)
+COPY_KS = (16, 32)
+COPY_REPEATS = 3  # a wide pass varies less than a step and costs several: fewer repeats
 PROFILE_CONTEXT = 64  # tokens already in the cache when a step is timed
 
 # target -> {"target": StepCosts without a draft, (id(draft), head_rows): seconds of a draft step}
@@ -85,14 +86,21 @@ def measure_costs(
     return StepCosts(t_step=seconds[1], t_draft=t_draft, t_verify={k: seconds[k + 1] for k in ks})
 
 
+def target_costs(target, context: list[int]) -> StepCosts:
+    """The target's steps and its verify passes for a draft model's K (``PROFILE_KS``) and for
+    the longer copies (``COPY_KS``, fewer repeats), at `context`."""
+    costs = measure_costs(target, None, context)
+    wide = pass_seconds(target, context, [k + 1 for k in COPY_KS], repeats=COPY_REPEATS)
+    return StepCosts(costs.t_step, 0.0, {**costs.t_verify, **{n - 1: t for n, t in wide.items()}})
+
+
 def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eager") -> StepCosts:
     """The profile of this target with this draft (None: prompt lookup, no draft step),
     measured at a synthetic context of PROFILE_CONTEXT tokens. The target's steps are measured
     once and shared by every draft; a draft's step once per draft, head and step mode."""
     measured = _profiles.setdefault(target, {})
     if "target" not in measured:
-        context = synthetic_context(target)
-        measured["target"] = measure_costs(target, None, context, ks=PROFILE_KS + COPY_KS)
+        measured["target"] = target_costs(target, synthetic_context(target))
     costs = measured["target"]
     if draft is None:
         return costs

@@ -104,8 +104,29 @@ def lookup_drafter(config, g, rule=EXACT):
     return LookupDrafter()
 
 
-def hybrid_drafter(draft: ToyLM):
-    return lambda config, g, rule=EXACT: make_drafter("hybrid", draft, config, g, "cpu", rule=rule)
+def hybrid_drafter(draft: ToyLM, kind: str = "hybrid"):
+    return lambda config, g, rule=EXACT: make_drafter(kind, draft, config, g, "cpu", rule=rule)
+
+
+def suffix_drafter(config, g, rule=EXACT):
+    return make_drafter("suffix", None, config, g, "cpu", rule=rule)
+
+
+def cycle_lm() -> ToyLM:
+    """A target over 4 tokens that cycles 1 2 3 1 2 3 ... except at 1, which is followed by 2
+    (0.85), by 3 (0.08) or by the EOS, 0 (0.07): continuations of 30 tokens stay few enough to
+    enumerate, and a long copy of the cycle is kept far, then rejected into a residual of 3 and
+    the EOS, or kept whole and followed by a bonus."""
+    never = -1e4  # softmax gives exactly 0: the enumeration skips it
+    table = torch.full((4, 4), never)
+    table[1] = torch.tensor([0.07, 0.0, 0.85, 0.08]).log().clamp_min(never)
+    table[2, 3] = table[3, 1] = table[0, 1] = 0.0
+    return ToyLM(table, eos=0)
+
+
+def long_copy_auto_k() -> AutoK:
+    """Automatic K at costs where a long copy pays: it copies up to 32 tokens a round."""
+    return AutoK(StepCosts(1.0, 0.3, {k: 1.0 + 0.02 * k for k in (*range(1, 9), 12, 16, 24, 32)}))
 
 
 T6, CLOSE6 = toy_tables(6, closeness=0.3, seed=0)
@@ -264,6 +285,41 @@ CASES = {
         hybrid_drafter(ToyLM(CLOSE4)),
         [0, 1, 2, 3, 0, 2, 1, 0, 1, 2],
         4,
+        SamplingConfig(1.0),
+        5,
+    ),
+    # Copies from the suffix index: 24 tokens of the cycle a round, the first rounds copying a
+    # match that runs off the end of the context (an overlapping copy), kept whole or cut by a
+    # rejection whose residual holds the EOS.
+    "k24-t1-suffix-long-copy": (
+        cycle_lm(),
+        suffix_drafter,
+        [1, 2, 3] * 4 + [1, 3, 1, 2, 3, 1],
+        24,
+        SamplingConfig(1.0),
+        28,
+    ),
+    "auto-t0.8-suffix-long-copy": (
+        cycle_lm(),
+        suffix_drafter,
+        [1, 2, 3] * 4 + [1],
+        long_copy_auto_k,
+        SamplingConfig(0.8),
+        28,
+    ),
+    "k4-t1-history-suffix": (
+        HISTORY_TARGET,
+        suffix_drafter,
+        HISTORY_PROMPT,
+        4,
+        SamplingConfig(1.0),
+        5,
+    ),
+    "auto-t1-history-suffix-hybrid": (
+        HISTORY_TARGET,
+        hybrid_drafter(HISTORY_DRAFT, "suffix-hybrid"),
+        HISTORY_PROMPT,
+        long_copy_auto_k,
         SamplingConfig(1.0),
         5,
     ),
@@ -454,6 +510,7 @@ def keep_one_rejected(cache, n):
     [
         ("always-accept", "k1-t1-close"),  # every draft kept: the output follows q
         ("resample-from-p", "k2-t1-lookup"),  # a rejection draws from p, not max(0, p - q)
+        ("resample-from-p", "k24-t1-suffix-long-copy"),  # the same, after a long copy
         ("greedy-draft", "k1-t1-close"),  # the argmax is drafted, softmax q is reported
         # judged as a block by min(1, prod p/q) with the token-wise residual
         ("block-prefix", "k4-t1.7-topp-close"),

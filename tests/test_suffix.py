@@ -115,7 +115,7 @@ def test_a_long_copy_that_keeps_failing_loses_to_a_plain_step():
 
     costs = StepCosts(1.0, 0.3, {k: 1.0 + 0.12 * k for k in (*range(1, 9), 12, 16, 24, 32)})
     policy = AutoK(costs)
-    for _ in range(12):
+    for _ in range(20):
         round_ = Round([1] * 8, 0, 2, [], [], [], [], [], [2], 0.0, 0.0, 0, False, 8,
                        source="lookup", origin=0, match=20)  # fmt: skip
         policy.update(round_)
