@@ -11,8 +11,8 @@ widths ``profile.target_costs`` times: 1-9 rows and the copies' 17 and 33 (docs/
 """
 
 import json
-from dataclasses import asdict
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -98,8 +98,15 @@ def test_after_an_edit_the_copy_re_anchors_past_the_changed_tokens():
 def test_evidence_buckets_trust_a_long_match_further():
     assert evidence(None) is None
     keys = [evidence(Match(0, n)) for n in (1, 2, 3, 4, 9, 17, 40)]
-    assert keys == ["copy-match1", "copy-match2", "copy-match2", "copy-match4", "copy-match8",
-                    "copy-match16", "copy-match16"]  # fmt: skip
+    assert keys == [
+        "copy-match1",
+        "copy-match2",
+        "copy-match2",
+        "copy-match4",
+        "copy-match8",
+        "copy-match16",
+        "copy-match16",
+    ]
     assert evidence(Match(0, 0, anchored=True)) == "copy-anchor0"
     costs = StepCosts(1.0, 0.3, {k: 1.0 + 0.12 * k for k in (*range(1, 9), 12, 16, 24, 32)})
     policy = AutoK(costs)
@@ -116,8 +123,25 @@ def test_a_long_copy_that_keeps_failing_loses_to_a_plain_step():
     costs = StepCosts(1.0, 0.3, {k: 1.0 + 0.12 * k for k in (*range(1, 9), 12, 16, 24, 32)})
     policy = AutoK(costs)
     for _ in range(20):
-        round_ = Round([1] * 8, 0, 2, [], [], [], [], [], [2], 0.0, 0.0, 0, False, 8,
-                       source="lookup", origin=0, match=20)  # fmt: skip
+        round_ = Round(
+            [1] * 8,
+            0,
+            2,
+            [],
+            [],
+            [],
+            [],
+            [],
+            [2],
+            0.0,
+            0.0,
+            0,
+            False,
+            8,
+            source="lookup",
+            origin=0,
+            match=20,
+        )
         policy.update(round_)
     assert policy.choose_source(("lookup",), Match(0, 20)) == ("lookup", 0)
 
@@ -135,13 +159,23 @@ def test_greedy_copies_give_the_target_alone_tokens(pair, kind, k):
     target, draft = pair.target, pair.draft
     prompt = list(range(40, 70)) * 2 + list(range(40, 50))  # a text returned: copies abound
     config = SamplingConfig(0.0)
-    alone = [s.token for s in autoregressive_generate(target, prompt, sampling=config,
-                                                      max_new_tokens=48)]  # fmt: skip
+    alone = [
+        s.token for s in autoregressive_generate(target, prompt, sampling=config, max_new_tokens=48)
+    ]
     g = make_generator(0, target.device)
     drafter = make_drafter(kind, draft, config, g, target.device)
     policy = AutoK(StepCosts(1.0, 0.3, {n: 1.0 + 0.05 * n for n in (*range(1, 9), 16, 32)}))
-    rounds = list(speculative_generate(target, drafter, prompt, k=policy if k == "auto" else k,
-                                       sampling=config, max_new_tokens=48, generator=g))  # fmt: skip
+    rounds = list(
+        speculative_generate(
+            target,
+            drafter,
+            prompt,
+            k=policy if k == "auto" else k,
+            sampling=config,
+            max_new_tokens=48,
+            generator=g,
+        )
+    )
     assert [t for r in rounds for t in r.tokens] == alone
     assert any(r.source == "lookup" and r.k >= 8 for r in rounds)
 
@@ -154,8 +188,11 @@ def test_eos_inside_a_long_copied_block_ends_the_answer(temperature):
     prompt = [1, 2, 3, 4, eos, 1, 2]
     g = make_generator(0, "cpu")
     config = SamplingConfig(temperature)
-    rounds = list(speculative_generate(target, CopyDrafter(), prompt, k=16, sampling=config,
-                                       max_new_tokens=40, generator=g))  # fmt: skip
+    rounds = list(
+        speculative_generate(
+            target, CopyDrafter(), prompt, k=16, sampling=config, max_new_tokens=40, generator=g
+        )
+    )
     first = rounds[0]
     assert first.k == 16 and first.draft[:4] == [3, 4, eos, 1]
     assert [t for r in rounds for t in r.tokens][-1] == eos and rounds[-1].finished
