@@ -198,7 +198,7 @@ def readme_current() -> str:
         hybrid = current_cell(r, name, t, "hybrid, token")
         rows.append([name, temp(t), f"**{x(auto['speedup'])}**", x(k3["speedup"]),
                      x(hybrid["speedup"]), x(auto["peer_speedup"])])  # fmt: skip
-    header = ["prompts", "T", "**automatic K** (the default)", "K = 3",
+    header = ["prompts", "T", "**automatic K**, draft model", "K = 3",
               "hybrid drafting, automatic K",
               "transformers' assisted generation"]  # fmt: skip
     return table(header, rows)
@@ -222,6 +222,238 @@ def readme_steps() -> str:
     return (
         f"On this CPU a verify pass over 4 tokens (K = 3) costs {costs['t_verify']['3'] / t:.2f} "
         f"target steps and a draft step c = {costs['t_draft'] / t:.2f} of one."
+    )
+
+
+# ----------------------------------------------- copies from the context (edits.json, default)
+
+EDITS = "edits.json"
+EDIT_DRAFTERS = "edits-drafters.json"
+DEFAULT_CHECK = "default.json"
+# The drafters run, in the tables' order: (drafter, heading).
+EDIT_METHODS = [("suffix", "suffix copy"), ("suffix-hybrid", "**suffix hybrid**")]
+DRAFTER_METHODS = [
+    ("model", "draft model"),
+    ("lookup", "prompt lookup"),
+    ("hybrid", "hybrid"),
+    ("suffix", "suffix copy"),
+]
+
+
+def run_lead(name: str, what: str) -> str:
+    """A bench run's lead line: where, when, how, from the JSON."""
+    r = load(name)
+    m, s = r["machine"], r["settings"]
+    peer = {
+        "lookup": "transformers' prompt lookup",
+        "assisted": "transformers' assisted generation",
+    }.get(s.get("peer", "assisted"), "no peer")
+    return (
+        f"Measured {m['date']} on a {cpu_of(m)}, the embedded pair in 4-bit ({kernel_of(r)}), "
+        f"the draft's head over {r['draft_head']['rows']:,} ranked ids, torch "
+        f"{m['torch'].split('+')[0]}: {what} every prompt of each set "
+        f"({load_prompt_counts(s['sets'])}), up to {s['max_new_tokens']} new tokens, "
+        f"T {' and '.join(temp(t) for t in s['temperatures'])}, {s['repeats']} run each, every "
+        f"method and {peer} beside the target alone on the same prompt and seed, interleaved; "
+        f"medians over a set's prompts (`bench/{name}`)."
+    )
+
+
+def edits() -> str:
+    """Copies from the suffix index against the target alone and transformers' prompt lookup
+    on the edits and copy sets, at automatic K, side by side."""
+    r = load(EDITS)
+    rows = []
+    for name, t in current_cells(r):
+        cells = {d: current_cell(r, name, t, d) for d, _ in EDIT_METHODS}
+        hybrid = cells["suffix-hybrid"]
+        marks = [x(cells[d]["speedup"]) for d, _ in EDIT_METHODS]
+        marks[-1] = f"**{marks[-1]}**"
+        rows.append(
+            [
+                name,
+                temp(t),
+                f"{hybrid['baseline_tok_s']:.2f}",
+                x(hybrid["peer_speedup"]),
+                *marks,
+                x(hybrid["vs_peer"]),
+                pct(hybrid["copied_share"]),
+                pct(hybrid["wasted_share"]),
+                f"{hybrid['tokens_per_pass']:.2f}",
+            ]
+        )
+    header = [
+        "set",
+        "T",
+        "target alone tok/s",
+        "transformers' prompt lookup",
+        *(h for _, h in EDIT_METHODS),
+        "suffix hybrid / transformers' lookup",
+        "suffix hybrid: guesses copied",
+        "suffix hybrid: rows wasted",
+        "suffix hybrid: tokens a pass",
+    ]
+    return table(header, rows)
+
+
+def edits_drafters() -> str:
+    """Each drafter at automatic K on the edits and copy sets, side by side in one run."""
+    r = load(EDIT_DRAFTERS)
+    rows = []
+    for name, t in current_cells(r):
+        cells = [current_cell(r, name, t, d) for d, _ in DRAFTER_METHODS]
+        rows.append(
+            [
+                name,
+                temp(t),
+                f"{cells[0]['baseline_tok_s']:.2f}",
+                x(cells[0]["peer_speedup"]),
+                *(x(c["speedup"]) for c in cells),
+                *(pct(c["wasted_share"]) for c in cells),
+            ]
+        )
+    header = [
+        "set",
+        "T",
+        "target alone tok/s",
+        "transformers' prompt lookup",
+        *(h for _, h in DRAFTER_METHODS),
+        *(f"{h}: rows wasted" for _, h in DRAFTER_METHODS),
+    ]
+    return table(header, rows)
+
+
+def readme_edits() -> str:
+    """README's table for copies: the suffix hybrid, the suffix copy and transformers' prompt
+    lookup against the target alone on the edits and copy sets."""
+    r = load(EDITS)
+    rows = []
+    for name, t in current_cells(r):
+        hybrid, suffix = (current_cell(r, name, t, d) for d in ("suffix-hybrid", "suffix"))
+        rows.append(
+            [
+                name,
+                temp(t),
+                f"**{x(hybrid['speedup'])}**",
+                x(suffix["speedup"]),
+                x(hybrid["peer_speedup"]),
+            ]
+        )
+    header = [
+        "prompts",
+        "T",
+        "**suffix hybrid**, automatic K",
+        "suffix copy, automatic K",
+        "transformers' prompt lookup",
+    ]
+    return table(header, rows)
+
+
+def readme_edits_lead() -> str:
+    r = load(EDITS)
+    m, s = r["machine"], r["settings"]
+    return (
+        f"Edits (a 30–50-line file or a long paragraph returned with a change) and the copy set, "
+        f"up to {s['max_new_tokens']} new tokens, measured {m['date']} on a {cpu_of(m)}: tokens "
+        "per second against the target alone, side by side."
+    )
+
+
+def default_check() -> str:
+    """The default drafter against the draft model (the library's default before) on code and
+    prose, both at automatic K, side by side."""
+    r = load(DEFAULT_CHECK)
+    rows = []
+    for name, t in current_cells(r):
+        model, hybrid = (current_cell(r, name, t, d) for d in ("model", "suffix-hybrid"))
+        rows.append(
+            [
+                name,
+                temp(t),
+                f"{model['baseline_tok_s']:.2f}",
+                x(model["speedup"]),
+                f"**{x(hybrid['speedup'])}**",
+                x(hybrid["speedup"] / model["speedup"]),
+                pct(hybrid["copied_share"]),
+                x(model["peer_speedup"]),
+            ]
+        )
+    header = [
+        "set",
+        "T",
+        "target alone tok/s",
+        "draft model, automatic K",
+        "**suffix hybrid**, automatic K",
+        "suffix hybrid / draft model",
+        "suffix hybrid: guesses copied",
+        "transformers' assisted generation",
+    ]
+    return table(header, rows)
+
+
+# What copying from the context is to reach (measured above): (measure, target, set, T, key,
+# bound); key "vs_peer" is against transformers' prompt lookup, "wasted_share" a most.
+EDIT_TARGETS = [
+    ("edits set, T 0", "≥ 3×", "edits", 0.0, "speedup", 3.0),
+    ("edits set, T 1", "≥ 2×", "edits", 1.0, "speedup", 2.0),
+    ("copy set, T 0", "≥ 1.8×", "copy", 0.0, "speedup", 1.8),
+    ("copy set, T 1", "≥ 1.8×", "copy", 1.0, "speedup", 1.8),
+    ("against transformers' prompt lookup, edits, T 0", "≥ 1.3×", "edits", 0.0, "vs_peer", 1.3),
+    ("against transformers' prompt lookup, edits, T 1", "≥ 1.3×", "edits", 1.0, "vs_peer", 1.3),
+    ("verified rows not kept, edits, T 0", "≤ 30%", "edits", 0.0, "wasted_share", 0.3),
+    ("verified rows not kept, edits, T 1", "≤ 30%", "edits", 1.0, "wasted_share", 0.3),
+]
+
+
+def edits_targets() -> str:
+    """Each target for copies against the default's median in its cell (``EDIT_TARGETS``), and
+    the default on code and prose against the draft model run beside it."""
+    r, check = load(EDITS), load(DEFAULT_CHECK)
+    rows = []
+    for measure, target, name, t, key, bound in EDIT_TARGETS:
+        value = current_cell(r, name, t, "suffix-hybrid")[key]
+        met = value <= bound if key == "wasted_share" else value >= bound
+        shown = pct(value) if key == "wasted_share" else x(value)
+        rows.append([measure, target, shown, yes(met)])
+    for name, t in current_cells(check):
+        hybrid, beside = (current_cell(check, name, t, d) for d in ("suffix-hybrid", "model"))
+        same = hybrid["tokens_per_pass"] == beside["tokens_per_pass"]
+        ratio = hybrid["speedup"] / beside["speedup"]
+        rounds = "the same tokens a pass" if same else "other rounds"
+        rows.append(
+            [
+                f"{name}, T {temp(t)}: the default against the draft model",
+                "no lower, within one run's timing noise (5%)",
+                f"{x(hybrid['speedup'])} against {x(beside['speedup'])} ({rounds})",
+                yes(ratio >= 0.95),
+            ]
+        )
+    return table(["measure", "target", "measured", "met"], rows)
+
+
+def copy_widths() -> str:
+    """A long copy's pass: measured against the straight line between the widths the profile
+    times, in target steps."""
+    r = load("copy-widths.json")
+    shown = [w for w in r["widths"] if w["rows"] in (2, 5, 9, 13, 17, 21, 25, 29, 33)]
+    rows = [
+        [
+            w["rows"],
+            f"{w['measured_steps']:.2f}",
+            "timed" if w["timed_by_profile"] else f"{w['line_steps']:.2f}",
+        ]
+        for w in shown
+    ]
+    return table(["rows", "measured (target steps)", "the profile's line"], rows)
+
+
+def copy_widths_sentence() -> str:
+    r = load("copy-widths.json")
+    return (
+        f"Between the widths the profile times, the line is off by {pct(r['mean_error'])} on "
+        f"average and {pct(r['max_error'])} at most over the widths between them (10–16 and "
+        f"18–32 rows); one target step took {1000 * r['t_step']:.1f} ms (`bench/copy-widths.json`, "
+        f"measured {r['machine']['date']} on a {cpu_of(r['machine'])})."
     )
 
 
@@ -1170,6 +1402,17 @@ TABLES = {
     **{f"lead-{n}": (lambda n=n: lead(f"{n}.json")) for n in LEADS},
     "lead-dispatch": lambda: lead("dispatch.json", "Predicted from inputs measured"),
     "current-lead": current_lead,
+    "edits-lead": lambda: run_lead(EDITS, "the edits and copy sets,"),
+    "edits": edits,
+    "edits-drafters-lead": lambda: run_lead(EDIT_DRAFTERS, "the edits and copy sets,"),
+    "edits-drafters": edits_drafters,
+    "readme-edits": readme_edits,
+    "readme-edits-lead": readme_edits_lead,
+    "default-lead": lambda: run_lead(DEFAULT_CHECK, "the code and prose sets,"),
+    "default-check": default_check,
+    "copy-widths": copy_widths,
+    "edits-targets": edits_targets,
+    "copy-widths-sentence": copy_widths_sentence,
     "current": current,
     "current-steps": current_steps,
     "readme-current": readme_current,

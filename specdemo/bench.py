@@ -199,7 +199,8 @@ def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, c
     and `plain`, and returns generate's tokens."""
     n_base, t, tokens = run_hf(pair, ids, sampling, max_new_tokens, seed)
     base = n_base / t
-    plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
+    if not getattr(args, "no_plain", False):
+        plain.append((base, run_plain(pair, ids, sampling, max_new_tokens, seed)))
     for k in ks:
         peer = None
         if peer_of(args):

@@ -197,7 +197,10 @@ def add_bench_args(parser) -> None:
     )
     parser.add_argument("--adaptive", action="store_true", help="adaptive k in our drafter")
     parser.add_argument("--repeats", type=int, default=1, help="runs per prompt and method")
-    parser.add_argument("--no-peer", action="store_true", help="skip assisted generation")
+    parser.add_argument("--no-peer", action="store_true", help="skip the peer (transformers)")
+    parser.add_argument(
+        "--no-plain", action="store_true", help="skip the engine's own target-only loop"
+    )
     parser.add_argument(
         "--draft-head-rows",
         type=lambda v: v if v == "auto" else int(v),
@@ -312,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--drafter",
         choices=DRAFTERS,
-        help="default: hybrid on CUDA, else the draft model",
+        help="default: suffix-hybrid (a copy from the context where the text repeats, else the "
+        "draft model)",
     )
     gen.add_argument(
         "--adaptive", action="store_true", help="stop drafting when the draft is unsure"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from specdemo import draft_vocab
 from specdemo.models.pairs import PAIRS, ModelSpec, PairSpec
-from specdemo.profile import PROFILE_CONTEXT, PROFILE_KS
+from specdemo.profile import COPY_KS, PROFILE_CONTEXT, PROFILE_KS
 from specdemo.theory import StepCosts
 
 
@@ -84,6 +84,14 @@ ALPHA_CODE = 0.82  # the 0.5B draft on code: median alpha/token over k = 1-4,
 #   docs/bench/main.json (kept with the older runs, docs/bench/HISTORY.md)
 ALPHA_COPY = 0.70  # prompt lookup on the copy set: median alpha over k = 2, 4, 8,
 #   docs/bench/lookup.json
+ALPHA_EDITS = 0.97  # copies from the suffix index on the edits set, greedy: the median alpha of
+#   the "suffix" drafter under automatic K, docs/bench/edits.json
+# The same run's tokens and drafts per target pass (medians): a copy's speedup is predicted from
+# what its passes yielded, not from alpha as if each token held independently (copies fail where
+# the text was edited, in bursts), at the drafts a pass it ran on the CPU, where wide passes cost
+# more than on a GPU (a prediction that leaves the longer copies a GPU could afford unpriced).
+TOKENS_A_PASS_EDITS = 10.67
+DRAFTS_A_PASS_EDITS = 10.2
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,8 @@ class PairCost:
     device: tuple[float, float]
     c: dict[str, float]
     verify_cost: dict[int, float]
-    alpha: dict[str, float]  # "code": for the draft model; "copy": for prompt lookup
+    # "code": for the draft model; "copy": for prompt lookup; "edits": for suffix copies
+    alpha: dict[str, float]
     alpha_source: str  # "measured" on this pair, else "assumed" (the embedded pair's)
     best: dict[str, tuple[int, float]]
     target_capture: float  # the target's eager step over its captured one: what capture saves
@@ -195,6 +204,13 @@ def best_k(costs: StepCosts, alpha: float, ks=PROFILE_KS) -> tuple[int, float]:
     return (k, costs.speedup(alpha, k)) if costs.speedup(alpha, k) > 1.0 else (0, 1.0)
 
 
+def copy_speedup(costs: StepCosts) -> tuple[int, float]:
+    """(K, speedup) of copies from the suffix index at these costs: the edits run's tokens a pass
+    over a pass of its drafts a pass (``TOKENS_A_PASS_EDITS``, ``DRAFTS_A_PASS_EDITS``)."""
+    k = round(DRAFTS_A_PASS_EDITS)
+    return k, TOKENS_A_PASS_EDITS * costs.t_step / costs.pass_seconds(1 + DRAFTS_A_PASS_EDITS)
+
+
 def predict_pair(
     pair: PairSpec, measured: dict[str, Measured], ks=PROFILE_KS, gpu: Gpu = H200
 ) -> PairCost | None:
@@ -215,14 +231,26 @@ def predict_pair(
     # alone it races against captured the same way (the honest baseline on a GPU).
     replayed = {w: device[w] + GRAPH_REPLAY_S for w in device}
     verify_replayed = {k: replayed[k + 1] for k in ks}
+    # A copy from the suffix index may fill passes wider than any measured: priced at the device
+    # time of their rows with the widest measured pass's kernels (dispatch does not grow with
+    # rows), and one replay.
+    widest = max(mt.kernels)
+    copy_ks = (*ks, *COPY_KS)
+    verify_copies = {
+        k: device_seconds(target, mt.kernels[min(k + 1, widest)], target.vocab_size, k + 1, gpu)
+        + GRAPH_REPLAY_S
+        for k in copy_ks
+    }
     costs = {
         "eager": StepCosts(eager[1], max(md.host[1], draft_device), verify),
         "captured": StepCosts(eager[1], draft_device + GRAPH_REPLAY_S, verify),
         "lookup": StepCosts(eager[1], 0.0, verify),
         "both captured": StepCosts(replayed[1], draft_device + GRAPH_REPLAY_S, verify_replayed),
         "lookup, target captured": StepCosts(replayed[1], 0.0, verify_replayed),
+        "suffix, target captured": StepCosts(replayed[1], 0.0, verify_copies),
     }
-    alpha = {"code": ALPHA_CODE, "copy": ALPHA_COPY}
+    alpha = {"code": ALPHA_CODE, "copy": ALPHA_COPY, "edits": ALPHA_EDITS}
+    sets = {"lookup": "copy", "suffix": "edits"}
     return PairCost(
         pair.name,
         *names,
@@ -234,7 +262,9 @@ def predict_pair(
         alpha=alpha,
         alpha_source="measured" if pair.name == ALPHA_MEASURED_ON else "assumed",
         best={
-            how: best_k(s, alpha["copy" if how.startswith("lookup") else "code"], ks)
+            how: copy_speedup(s)
+            if how.startswith("suffix")
+            else best_k(s, alpha[sets.get(how.split(",")[0], "code")], ks)
             for how, s in costs.items()
         },
         target_capture=eager[1] / replayed[1],
@@ -278,10 +308,12 @@ def report_from_measured(recorded: dict) -> DispatchReport:
 ARCH_HEAD = ("arch", "layers", "host ms, width 1 / 9", "kernels, width 1 / 9", "GB read")
 ARCH_HEAD += tuple(f"device ms, width 1, {gpu.name}" for gpu in GPUS)
 PAIR_HEAD = ("GPU", "pair", "target / draft", "host ms target / draft", "device ms target / draft")
-PAIR_HEAD += ("c eager", "c captured", "verify K=1/2/3/4 (target steps)", "alpha code / copy")
+PAIR_HEAD += ("c eager", "c captured", "verify K=1/2/3/4 (target steps)")
+PAIR_HEAD += ("alpha code / copy / edits",)
 PAIR_HEAD += ("best K eager", "best K, captured draft", "best K, lookup (copy)")
 PAIR_HEAD += ("captured target: step eager / captured", "c, both captured")
 PAIR_HEAD += ("captured target: best K, captured draft", "captured target: best K, lookup (copy)")
+PAIR_HEAD += ("captured target: suffix copy, the edits run's K and tokens a pass",)
 
 
 def markdown(report: DispatchReport) -> str:
@@ -302,14 +334,15 @@ def markdown(report: DispatchReport) -> str:
         verify = " / ".join(f"{p.verify_cost[k]:.2f}" for k in sorted(p.verify_cost)[:4])
         cells = (p.gpu, p.pair, f"{p.target} / {p.draft}", ms(*p.host), ms(*p.device))
         cells += (f"{p.c['eager']:.2f}", f"{p.c['captured']:.3f}", verify)
-        cells += (f"{p.alpha['code']:.2f} / {p.alpha['copy']:.2f} ({p.alpha_source})",)
+        alphas = " / ".join(f"{p.alpha[name]:.2f}" for name in ("code", "copy", "edits"))
+        cells += (f"{alphas} ({p.alpha_source})",)
         cells += tuple(
             "K={}: {:.2f}×".format(*p.best[how]) for how in ("eager", "captured", "lookup")
         )
         cells += (f"{p.target_capture:.1f}×", f"{p.c['both captured']:.2f}")
         cells += tuple(
             "K={}: {:.2f}×".format(*p.best[how])
-            for how in ("both captured", "lookup, target captured")
+            for how in ("both captured", "lookup, target captured", "suffix, target captured")
         )
         pairs.append(dict(zip(PAIR_HEAD, cells, strict=True)))
     m = report.machine

@@ -34,6 +34,9 @@ class Proposal:
     # Where a copy from the suffix index came from and how long a match it rests on
     # (``suffix.Match``); None for the model and for prompt lookup's n-gram copies.
     match: "Match | None" = None
+    # A copy's siblings at each depth, fixed (other tokens that followed its match in the
+    # context), verified in the same pass as a tree with one-hot q; () for a chain.
+    siblings: tuple[tuple[int, ...], ...] = ()
 
 
 class Drafter(Protocol):
@@ -219,6 +222,11 @@ class LookupDrafter:
 # tokens repeat everywhere without predicting what follows, and a copy displaces the draft model's
 # guess. A copy saves the draft steps, so a shorter match pays only where those are dear (high c).
 HYBRID_MIN_NGRAM = 3
+# The suffix hybrid offers a copy from a match of at least this many tokens (or a re-anchoring
+# after an edit where a token agrees again): shorter matches recur all over code and prose
+# without predicting what follows, and a guess of the draft model's is there to take their
+# place; long ones (a file being returned) are where copying pays.
+HYBRID_MIN_MATCH = 4
 
 
 class HybridDrafter:
@@ -236,13 +244,22 @@ class HybridDrafter:
         self.draft_model = model_drafter
 
     def sources(self, context: list[int]) -> tuple[str, ...]:
-        """A copy when there is a match (the model can still draft instead), else the model."""
-        find = getattr(self.lookup, "find", None) or self.lookup.index.find
-        return ("lookup", "model") if find(context) else ("model",)
+        """A copy when there is a match (the model can still draft instead), else the model. A
+        suffix copy is offered only on evidence the draft model lacks: a match of at least
+        HYBRID_MIN_MATCH tokens, or a re-anchoring where a token agrees again."""
+        if isinstance(self.lookup, CopyDrafter):
+            return ("lookup", "model") if self.match(context) is not None else ("model",)
+        return ("lookup", "model") if self.lookup.index.find(context) else ("model",)
 
     def match(self, context: list[int]) -> Match | None:
-        """The match a copy would rest on (``CopyDrafter.find``), None for n-gram lookup."""
-        return self.lookup.find(context) if isinstance(self.lookup, CopyDrafter) else None
+        """The match a copy would rest on (``CopyDrafter.find``) where it is offered at all
+        (``sources``); None for n-gram lookup."""
+        if not isinstance(self.lookup, CopyDrafter):
+            return None
+        match = self.lookup.find(context)
+        if match is None or match.length < (1 if match.anchored else HYBRID_MIN_MATCH):
+            return None
+        return match
 
     def propose(self, context: list[int], k: int, source: str | None = None) -> Proposal:
         if (source or self.sources(context)[0]) == "lookup":

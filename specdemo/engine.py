@@ -173,7 +173,13 @@ def speculative_generate(
         draft_time = clock.lap()
         draft = check_draft(proposal.tokens.tolist(), vocab)
         width = policy.width if chosen else tree_width
-        tree = None if sampling.greedy else sprout(proposal, width, generator)
+        if proposal.siblings:  # a copy's siblings are fixed, so its tree runs greedy too
+            width = AUTO_TREE_WIDTH if tree_width == "auto" else tree_width
+        tree = (
+            None
+            if sampling.greedy and not proposal.siblings
+            else sprout(proposal, width, generator)
+        )
         clock.lap()
         if tree is not None:
             check_draft(tree.tokens, vocab)

@@ -235,6 +235,7 @@ class AutoK:
         self.extra_seconds = self.extra_steps = self.extra_rounds = 0.0
         self.drafted_last = False  # the last round was drafted by the model
         self.behind = 0  # tokens the draft model has yet to feed (a catch-up's width)
+        self.copy_siblings = 0  # rows a copy's siblings add to its pass (``choose_source``)
 
     @property
     def load(self) -> float:
@@ -268,7 +269,8 @@ class AutoK:
         lookup) with the measured extra of a drafting round and any catch-up, and the target's
         pass over 1 + k * width rows."""
         if source != "model" or not k:
-            return self.load * self.costs.pass_seconds(1 + k * width)
+            extra = self.copy_siblings if source == "lookup" and k else 0
+            return self.load * self.costs.pass_seconds(1 + k * width + extra)
         steps = k * self.costs.t_draft + self.costs.pass_seconds(1 + k * width)
         return self.load * steps + self.draft_extra + self.catch_up()
 
@@ -300,6 +302,10 @@ class AutoK:
         ``width``, the tree width that goes with them (1 for a copied guess: its q is one-hot).
         `match`: the ``suffix.Match`` a copy would rest on, whose evidence prices it."""
         copy = evidence(match)
+        # A copy's siblings (other continuations of its match) add their rows to its pass where
+        # trees are allowed.
+        siblings = len(match.alternatives) if match is not None else 0
+        self.copy_siblings = min(siblings, self.max_width - 1)
         options = [
             self._best(source, key=copy if source == "lookup" else None) for source in sources
         ]
@@ -327,7 +333,8 @@ class AutoK:
     def update(self, r: Round) -> None:
         if r.k:
             self.acceptance.setdefault(round_evidence(r), Acceptance()).add(r.k, r.n_accepted)
-        self.siblings.add(r)
+        if r.source == "model":  # a copy's siblings are fixed, not drawn from q: not counted
+            self.siblings.add(r)
         # A time of 0 was not measured (a round replayed or built by hand).
         if r.verify_time > 0:
             self.pass_seconds = LIVE_DECAY * self.pass_seconds + r.verify_time

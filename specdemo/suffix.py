@@ -31,6 +31,10 @@ ANCHOR_WINDOW = 24
 ANCHOR_SPAN = 64
 # The most of the text's latest tokens a re-anchor compares with the earlier text.
 ANCHOR_COMPARE = 8
+# Other tokens that followed a match, verified beside the copy's first token as a tree (one-hot
+# q) where the engine's tree width allows: at most this many, the one whose first occurrence
+# came last first.
+COPY_SIBLINGS = 2
 
 
 class SuffixIndex:
@@ -113,12 +117,15 @@ class Match:
     """Where a copy comes from: it starts at context[origin]; `length` tokens before it agree with
     the text's end (the evidence); `anchored` when found near where the last copy left the
     source rather than as the longest match; `continuations`, the distinct tokens that followed
-    the match in the context (1 for an anchored match)."""
+    the match in the context (1 for an anchored match); `alternatives`, up to COPY_SIBLINGS of
+    them other than context[origin], the one whose first occurrence came last first: the copy's
+    siblings, verified beside it where the tree width allows."""
 
     origin: int
     length: int
     anchored: bool = False
     continuations: int = 1
+    alternatives: tuple[int, ...] = ()
 
 
 def copy_from(context: list[int], origin: int, k: int) -> list[int]:
@@ -171,13 +178,12 @@ class CopyDrafter:
         length, end, followers = self.index.match(context)
         if self.index.texts != texts:  # a new text: where the last copy left it means nothing
             self._anchor = None
-        found = None
-        if length >= LONG_MATCH:
-            found = Match(end, length, continuations=len(followers))
-        else:
-            found = self._reanchor(context)
-            if found is None and length:
-                found = Match(end, length, continuations=len(followers))
+        longest = None
+        if length:
+            others = sorted((t for t in followers if t != context[end]), key=followers.get)
+            alternatives = tuple(reversed(others))[:COPY_SIBLINGS]
+            longest = Match(end, length, continuations=len(followers), alternatives=alternatives)
+        found = longest if length >= LONG_MATCH else self._reanchor(context) or longest
         self._found = (key, found)
         return found
 
@@ -209,12 +215,16 @@ class CopyDrafter:
 
         match = self.find(context)
         tokens = copy_from(context, match.origin, k) if match is not None and k else []
+        siblings = ()
         if match is not None and k:
             # Where the source is after this round, had the round's tokens followed it.
             self._anchor = (match.origin, len(context))
+            if match.alternatives:
+                siblings = (match.alternatives, *([()] * (k - 1)))
         return Proposal(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
             source="lookup",
             match=match,
+            siblings=siblings,
         )

@@ -30,17 +30,23 @@ from specdemo.sampling import check_tokens, sample
 def node_steps(p, q, children, renormalise: bool = True):
     """What each of `children` is judged against, were the ones before it rejected: yields
     (i, child, p_i, q_i) for each, then (len(children), None, p after every one, None). q_i is
-    q without the earlier children, renormalised; p_{i+1} = norm(max(0, p_i - q_i)).
-    Arithmetic only (``node_rule``)."""
+    q without the earlier children, renormalised; p_{i+1} = norm(max(0, p_i - q_i)). With q
+    None the children were fixed, not drawn (copies from the context): each is its own one-hot
+    q_i, so child i is kept with p_i(x_i) and p_{i+1} is p_i without it, renormalised (the
+    one-hot rule, exact for any fixed set of children). Arithmetic only (``node_rule``)."""
     for i, c in enumerate(children):
-        q_i = q / q.sum() if renormalise else q
+        if q is None:
+            q_i = p * 0
+            q_i[c] = q_i[c] + 1
+        else:
+            q_i = q / q.sum() if renormalise else q
         yield i, c, p, q_i
         r = p - q_i
         r = r * (r > 0)
         mass = r.sum()
         if mass > 0:  # zero only when p <= q_i everywhere: then no rejection can happen
             p = r / mass
-        if renormalise:
+        if renormalise and q is not None:
             q = q * 1
             q[c] = q[c] * 0
     yield len(children), None, p, None
@@ -212,12 +218,14 @@ class TreeVerdict:
         return [t.token for depth in self.trials for t in depth if t.kept]
 
 
-def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> TreeVerdict:
+def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor | None, generator) -> TreeVerdict:
     """Walk `tree` down from the root with ``node_rule``. p: (rows, vocab) the target's warped
-    probabilities at every row of the tree's pass; q: (K, vocab) the draft's q at each depth.
+    probabilities at every row of the tree's pass; q: (K, vocab) the draft's q at each depth,
+    or None for children fixed rather than drawn (a copied tree: each child its own one-hot q).
     One uniform per child tried, in order; a chain token below the first rejection is reported
     as a chain round reports it (its p, q and a uniform), though never judged."""
-    p, q = p.double(), q.double()
+    p = p.double()
+    q = q.double() if q is not None else None
     trials: list[list[Trial]] = []
     row, sibling, dist = 0, None, p[0]
     for depth, x in enumerate(tree.chain):
@@ -229,7 +237,7 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> TreeVe
             tried.append(Trial(children[i], float(p_x), float(q_x), float(a), u, u < float(a)))
             return tried[-1].kept
 
-        kept, dist = node_rule(p[row], q[depth], children, passes)
+        kept, dist = node_rule(p[row], q[depth] if q is not None else None, children, passes)
         trials.append(tried)
         if kept is None:
             break
@@ -245,7 +253,7 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> TreeVe
         x, p_x, q_x = (
             tree.chain[depth],
             float(p[depth, tree.chain[depth]]),
-            float(q[depth, tree.chain[depth]]),
+            float(q[depth, tree.chain[depth]]) if q is not None else 1.0,
         )
         u = float(torch.rand((), generator=generator, dtype=torch.float64, device=p.device))
         chain.append(Trial(x, p_x, q_x, min(1.0, p_x / q_x) if q_x > 0 else 1.0, u, False))

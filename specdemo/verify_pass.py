@@ -51,11 +51,16 @@ def verify_round(
 
 
 def sprout(proposal: Proposal, width: int, generator) -> Fishbone | None:
-    """The round's fishbone: up to `width` - 1 siblings at each depth, drawn from the draft's
-    own q there without replacement (no extra draft pass); None when no depth gets one (a chain
-    round: width 1, a greedy or copied draft, whose q is one-hot)."""
-    if width < 2 or proposal.q is None:
+    """The round's fishbone with up to `width` - 1 siblings at each depth: a copy's own, where it
+    has them (``Proposal.siblings``: other tokens that followed its match, fixed, judged with
+    one-hot q, at any temperature); else drawn from the draft's own q there without replacement
+    (no extra draft pass); None when no depth gets one (a chain round: width 1, or a greedy or
+    copied draft without siblings, whose q is one-hot)."""
+    if width < 2:
         return None
+    if proposal.q is None:
+        siblings = [list(group[: width - 1]) for group in proposal.siblings]
+        return Fishbone(proposal.tokens.tolist(), siblings) if any(siblings) else None
     chain = proposal.tokens.tolist()
     siblings = [
         draw_siblings(q, x, width, generator) for q, x in zip(proposal.q, chain, strict=True)
@@ -69,6 +74,10 @@ def verify_tree_round(runner, last: int, tree: Fishbone, q, sampling, generator,
     root as a block: `judge`), and the cache keeps the prefix and the kept path. Returns the
     ``tree.TreeVerdict``."""
     logits = runner.verify([last, *tree.tokens], tree.parents)  # (rows, vocab)
+    if q is None:  # a copied tree: its children fixed, each judged with a one-hot q
+        verdict = judge_tree(tree, logits_to_probs(logits, sampling), None, generator)
+        runner.keep(verdict.rows)
+        return verdict
     vocab = max(logits.shape[-1], q.shape[-1])
     p = pad_vocab(logits_to_probs(logits, sampling), vocab)
     walk = traverse if judge == "block" else judge_tree

@@ -88,14 +88,14 @@ def test_cli_defaults_are_the_shared_defaults():
     args = cli.build_parser().parse_args(["generate", "x"])
     for name in ("k", "temperature", "top_k", "top_p", "seed", "max_new_tokens"):
         assert getattr(args, name) == DEFAULTS[name], name
-    assert args.drafter is None  # default_drafter(device): hybrid on CUDA, else the model
+    assert args.drafter is None  # default_drafter(device): the suffix hybrid
 
 
-def test_the_default_drafter_depends_on_the_device():
+def test_the_default_drafter_copies_where_the_text_repeats_on_every_device():
     from specdemo.defaults import default_drafter
 
-    assert default_drafter("cpu") == DEFAULTS["drafter"] == "model"
-    assert default_drafter("cuda:0") == default_drafter(torch.device("cuda")) == "hybrid"
+    assert default_drafter("cpu") == DEFAULTS["drafter"] == "suffix-hybrid"
+    assert default_drafter("cuda:0") == default_drafter(torch.device("cuda")) == "suffix-hybrid"
 
 
 @pytest.mark.parametrize(

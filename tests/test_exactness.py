@@ -399,6 +399,10 @@ TREE_CASES = [
     ("k3-t1-history-caches", 2),
     ("k3-t1-history-hybrid", 3),
     ("auto-tree-t1-history", "auto"),
+    # Copies whose match was followed by other tokens too: those are the copy's siblings, fixed
+    # rather than drawn, judged with one-hot q.
+    ("k24-t1-suffix-long-copy", 2),
+    ("auto-t1-history-suffix-hybrid", 3),
 ]
 
 

@@ -153,9 +153,11 @@ def greedy_table(vocab: int, follow: dict[int, int]) -> torch.Tensor:
     return table
 
 
-@pytest.mark.parametrize("kind", ["suffix", "suffix-hybrid"])
+@pytest.mark.parametrize("kind, width", [("suffix", 1), ("suffix-hybrid", 1), ("suffix", 3)])
 @pytest.mark.parametrize("k", [16, "auto"])
-def test_greedy_copies_give_the_target_alone_tokens(pair, kind, k):
+def test_greedy_copies_give_the_target_alone_tokens(pair, kind, width, k):
+    """Greedy copies, chains and copied trees (a copy with the other tokens that followed its
+    match as siblings), give the target alone's tokens."""
     target, draft = pair.target, pair.draft
     prompt = list(range(40, 70)) * 2 + list(range(40, 50))  # a text returned: copies abound
     config = SamplingConfig(0.0)
@@ -174,6 +176,7 @@ def test_greedy_copies_give_the_target_alone_tokens(pair, kind, k):
             sampling=config,
             max_new_tokens=48,
             generator=g,
+            tree_width=width,
         )
     )
     assert [t for r in rounds for t in r.tokens] == alone

@@ -378,3 +378,19 @@ def test_a_tree_runs_auto_k_at_the_width_it_verifies_and_counts_kept_siblings(pa
     hist = result.stats.accepted_hist
     assert sum(n * count for n, count in enumerate(hist)) == sum(r.kept for r in result.rounds)
     assert sum(hist) == result.stats.rounds
+
+
+@pytest.mark.parametrize("p", [p for p, _ in CASES])
+def test_fixed_children_judged_one_hot_emit_exactly_p(p):
+    """Children fixed rather than drawn (a copy and the other tokens that followed its match):
+    each judged with its own one-hot q (q None), every ordered set of up to three children,
+    enumerated exactly; and the same children judged as if drawn from one shared q, which is
+    not exact."""
+    p = frac(p)
+    vocab = len(p)
+    for n in (1, 2, 3):
+        for children in itertools.permutations(range(vocab), n):
+            assert list(node_output(p, None, list(children))) == list(p), children
+    shared = np.array([Fraction(1, 2), Fraction(1, 2), Fraction(0), Fraction(0)], dtype=object)
+    wrong = node_output(frac((1, 2, 3, 4)), shared, [0, 1])  # two fixed children as if drawn
+    assert tv(wrong, frac((1, 2, 3, 4))) > 0.05

@@ -5,7 +5,8 @@ read first. Imports only run downwards, in this order:
 
 - ``specdemo.app`` itself: what every lesson shares. ``settings`` (defaults and limits),
   ``config`` (widget values checked and parsed), ``numbers`` (how figures are written),
-  ``charts`` (Plotly helpers and the round chart), ``errors`` (bad input as a message).
+  ``charts`` (Plotly helpers and the round chart), ``errors`` (bad input as a message),
+  ``spans`` (an answer's tokens as the panes draw them, each guess copied or drafted).
 - ``generate/``: the race. Speculative decoding against the target alone, and what it costs.
 - ``step/``: the step-through. One round at a time, and the microscope on one position.
 - ``exact/``: is it exact? The χ² check of the first two tokens and the greedy check; it runs

@@ -72,34 +72,42 @@ def placeholder(text: str, height: int = 380) -> go.Figure:
 K_ZERO = "K = 0 — drafting would not pay here"
 
 
-def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ()) -> go.Figure:
+# A copied round's bars (``rounds_chart``): their own colour and pattern, apart without colour.
+COPIED_LOOK = {"proposed": ("#cbd5e1", "."), "accepted": ("#0072b2", "x")}  # Okabe-Ito blue
+
+
+def rounds_chart(
+    accepted: list[int], drafted: list[int], asked: list[int] = (), copied: list[bool] = ()
+) -> go.Figure:
     """This run: drafts proposed and accepted in each round (bars), the K asked for (marks: the
     one automatic K chose, which a drafter may cut short) and drafts kept / drafted so far (line,
     its counts in the hover and, for the run so far, in the legend). A round asked for K = 0 is
-    a plain target step, marked and labelled."""
+    a plain target step, marked and labelled. A round whose guesses were `copied` from the
+    context has bars of its own (COPIED_LOOK, named in the legend): a long copy reads as one.
+    The axis reaches the longest round, so copies of 32 tokens stand in full."""
     if not accepted:
         return placeholder("Accepted drafts per round appear here during a run")
     rounds = list(range(1, len(accepted) + 1))
+    copied = list(copied) or [False] * len(rounds)
     running, counts, kept, tried = [], [], 0, 0
     for a, d in zip(accepted, drafted, strict=True):
         kept, tried = kept + a, tried + d
         running.append(kept / tried if tried else None)
         counts.append(f"{kept}/{tried}")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(
-        go.Bar(x=rounds, y=drafted, name="drafts proposed", marker_color="#d1d5db"),
-        secondary_y=False,
-    )
-    fig.add_trace(
-        go.Bar(
-            x=rounds,
-            y=accepted,
-            name="drafts accepted",
-            marker_color=COLORS["accepted"],
-            marker_pattern_shape="/",
-        ),  # fmt: skip
-        secondary_y=False,
-    )
+    model = {"proposed": ("drafts proposed", "#d1d5db", ""),
+             "accepted": ("drafts accepted", COLORS["accepted"], "/")}  # fmt: skip
+    copy = {part: (f"copies {part}", *look) for part, look in COPIED_LOOK.items()}
+    kinds = [(model, False)] if not all(copied) else []  # each kind of round the run had
+    kinds += [(copy, True)] if any(copied) else []
+    for looks, mine in kinds:
+        for part, values in (("proposed", drafted), ("accepted", accepted)):
+            name, color, shape = looks[part]
+            y = [v if c == mine else None for v, c in zip(values, copied, strict=True)]
+            fig.add_trace(
+                go.Bar(x=rounds, y=y, name=name, marker_color=color, marker_pattern_shape=shape),
+                secondary_y=False,
+            )
     fig.add_trace(
         go.Scatter(
             x=rounds,
@@ -118,7 +126,8 @@ def rounds_chart(accepted: list[int], drafted: list[int], asked: list[int] = ())
     # A fixed range: autorange pads for the wide "K asked" marks, which on a phone's narrow axis
     # would widen it far past the rounds.
     fig.update_xaxes(title_text="round (one target pass)", range=[0.5, len(rounds) + 0.5])
-    fig.update_yaxes(title_text="drafts", range=[0, top], secondary_y=False)
+    guesses = "guesses" if any(copied) else "drafts"  # the legend names copies and drafts
+    fig.update_yaxes(title_text=guesses, range=[0, top], secondary_y=False)
     fig.update_yaxes(
         title_text="kept / drafted so far", range=[0, 1.05], secondary_y=True, showgrid=False,
         tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%",

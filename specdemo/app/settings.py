@@ -47,6 +47,8 @@ DRAFTERS = {
     "model": "Draft model",
     "lookup": "Prompt lookup",
     "hybrid": "Hybrid: lookup, else draft model",
+    "suffix": "Copy from the context (suffix index)",
+    "suffix-hybrid": "Copy when the text repeats, else the draft model",
 }
 MAX_PROMPT_CHARS = 16 * MAX_PROMPT_TOKENS  # refuse before tokenizing megabytes
 MAX_SWEEP_CELLS = 64

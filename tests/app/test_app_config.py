@@ -10,6 +10,7 @@ from conftest import PROMPT, ToyLM
 from specdemo.app.config import encode, parse_grid, parse_run, parse_samples
 from specdemo.app.settings import DEFAULTS, DRAFTERS, MAX_PROMPT_CHARS, load_examples
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
+from specdemo.drafters import DRAFTERS as LIBRARY_DRAFTERS
 from specdemo.drafters import make_drafter
 from specdemo.models import build_tiny_tokenizer
 from specdemo.sampling import SamplingConfig
@@ -110,11 +111,24 @@ def test_every_judge_the_app_offers_is_one_the_engine_takes():
 
 
 def test_every_drafter_the_app_offers_is_one_the_library_makes():
-    assert set(DRAFTERS) == {"model", "lookup", "hybrid"}
+    assert set(DRAFTERS) == {"model", "lookup", "hybrid", "suffix", "suffix-hybrid"}
+    assert set(DRAFTERS) == set(LIBRARY_DRAFTERS)  # each one the library makes, labelled
     for name in DRAFTERS:
         assert parse_run(PROMPT, k=4, drafter=name).drafter == name
         assert make_drafter(name, ToyLM(torch.zeros(4, 4)), SamplingConfig(1.0), None, "cpu")
-    assert {e["drafter"] for e in load_examples()} == set(DRAFTERS)  # an example for each
+
+
+def test_the_copy_examples_are_long_edits_that_copy_from_the_context():
+    """Every example names a drafter the app offers; the two edits return a module of 30 to 40
+    lines, long enough for copies of 32 tokens (a line holds several), and copy from the suffix
+    index."""
+    examples = {e["label"].split(" (")[0]: e for e in load_examples()}
+    assert {e["drafter"] for e in examples.values()} <= set(DRAFTERS)
+    for label in ("Rewrite", "Edit code"):
+        example = examples[label]
+        code = example["prompt"].split("```python\n")[1].split("```")[0]
+        assert 30 <= len(code.splitlines()) <= 40, label
+        assert example["drafter"] == "suffix-hybrid"
 
 
 def test_off_values_and_numeric_strings_are_accepted():

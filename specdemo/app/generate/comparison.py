@@ -7,6 +7,7 @@ import time
 
 from specdemo.app.config import RunConfig
 from specdemo.app.generate.race import SpecRun, TargetRun
+from specdemo.app.spans import Span
 from specdemo.rounds import Stats
 from specdemo.verify import JUDGES
 
@@ -18,7 +19,7 @@ SAME_DISTRIBUTION_NOTE = (
 )
 
 
-def visible_spans(spans: list[tuple[str, str]], show_rejected: bool) -> list[tuple[str, str]]:
+def visible_spans(spans: list[Span], show_rejected: bool) -> list[Span]:
     return spans if show_rejected else [s for s in spans if s[1] != "rejected"]
 
 
@@ -48,6 +49,9 @@ def comparison_markdown(
     rows = list(zip(COMPARISON_ROWS, _column(spec), _column(target), strict=True))
     rows.insert(2, ("Speedup", speedup, "1×"))
     s = spec.stats if spec is not None and spec.tokens else None
+    if s is not None and s.copied:  # where the guesses came from, each with what it kept
+        kept = [name for name, *_ in rows].index("Drafts kept / drafted")
+        rows.insert(kept + 1, (COPIED_ROW, copied_counts(s), "—"))
     if s is not None and s.verify == "block" and s.token_rounds:
         kept = [name for name, *_ in rows].index("Drafts kept a pass")
         same = f"{s.token_kept / s.token_rounds:.2f}"
@@ -63,6 +67,16 @@ def comparison_markdown(
         note = replay_note(spec, target)
         lines += ["", note] if note else []
     return "\n".join(lines)
+
+
+COPIED_ROW = "Guesses kept: copied · drafted"
+
+
+def copied_counts(s: Stats) -> str:
+    """The guesses copied from the context and those the draft model made, each as kept of
+    proposed (``Stats.copied``, ``copied_kept``)."""
+    drafted, kept = s.drafted - s.copied, s.accepted - s.copied_kept
+    return f"{s.copied_kept} of {s.copied} · {kept} of {drafted}"
 
 
 def judge_note(s: Stats) -> str:

@@ -68,7 +68,8 @@ def group_curves(key: tuple, group: list[RunRecord]) -> Curves | None:
     measured = [(r, steps) for r in group if (steps := r.costs) is not None]
     if not measured:
         return None
-    ks = sorted(set.intersection(*(set(steps.t_verify) for _, steps in measured)))
+    # The K the app's K slider offers: the profile also times wider passes, for long copies.
+    ks = sorted(set.intersection(*(set(steps.t_verify) for _, steps in measured)) & set(K_AXIS))
     costs = StepCosts(
         t_step=mean(steps.t_step for _, steps in measured),
         t_draft=mean(steps.t_draft for _, steps in measured),
@@ -143,7 +144,7 @@ def cost_note(runs: list[RunRecord]) -> str:
         )
         return disturbed + more(load_note(runs[-1]))
     c = curve.costs.c
-    draft = f"a draft step {c:.2f} of one" if c else "a prompt-lookup draft costs no model step"
+    draft = f"a draft step {c:.2f} of one" if c else "a copied draft costs no model step"
     best, textbook = curve.best_k, curve.textbook_best_k
     peak, textbook_peak = curve.predicted[best], curve.textbook[textbook]
     level = " (level with it, within timing noise)" if peak >= textbook_peak else ""
@@ -155,12 +156,55 @@ def cost_note(runs: list[RunRecord]) -> str:
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
+    headline += copy_sentence(runs[-1])
     return headline + more(
         jump_sentence(curve.costs),
         tree_sentence(runs[-1]),
         layers_sentence(runs[-1]),
         overhead_sentence(group),
         load_note(runs[-1]),
+    )
+
+
+def copy_sentence(run: RunRecord) -> str:
+    """Where copies from the context drafted some of the run's rounds, in one sentence, why such a
+    round is cheap: no draft step, only the target's pass over its rows, priced by the profile
+    for the run's longest copy (and, where a draft model ran, the draft steps it saved); and
+    that a longer copy costs more rows, so automatic K sizes each copy by what it rests on. ""
+    without copies."""
+    costs = run.costs
+    if not run.copied_rounds or costs is None:
+        return ""
+    n = run.longest_copy
+    steps = costs.pass_seconds(n + 1) / costs.t_step
+    timed = (
+        ""
+        if n in costs.t_verify
+        else " (extended from the widest pass timed)"
+        if n > max(costs.t_verify)
+        else " (between the widths the profile timed)"
+    )
+    saved = (
+        f", where drafting them with the model would have added {n} draft steps "
+        f"({n * costs.c:.2f} target steps)"
+        if costs.c
+        else ""
+    )
+    rounds = f"{run.copied_rounds} of {run.rounds} round{'s' * (run.rounds != 1)}"
+    sized = (
+        "by the length of the match it rests on"
+        if run.drafter in ("suffix", "suffix-hybrid")
+        else "by how many of the earlier copies were kept"
+    )
+    bet = f"automatic K sizes each copy {sized}"
+    if run.k != "auto":
+        bet = f"with K fixed at {run.k} each copy asked for {run.k} tokens; {bet}"
+    return (
+        f" **Copied rounds** ({rounds}; {run.copied_kept} of {run.copied} copied guesses kept) "
+        f"run no draft step, only the target's pass over their rows: the longest, {n} copied "
+        f"tokens, kept {run.longest_copy_kept} of them in one pass over {n + 1} rows at "
+        f"{steps:.2f} target steps{timed}{saved}, and since a longer copy's pass holds more rows "
+        f"and costs more, {bet}."
     )
 
 

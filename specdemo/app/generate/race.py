@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
+from specdemo.app.spans import Span, guess_spans, target_span
 from specdemo.drafters import make_drafter
 from specdemo.engine import (
     autoregressive_generate,
@@ -24,7 +25,6 @@ from specdemo.engine import (
 )
 from specdemo.policy import AutoK, SiblingAcceptance
 from specdemo.profile import captured_draft_seconds
-from specdemo.render import round_spans
 from specdemo.rounds import Stats
 from specdemo.target_profile import target_step_kind
 from specdemo.text import Detokenizer
@@ -51,10 +51,11 @@ class SpecRun:
     """A speculative run so far; ``run_speculative`` yields this same object after each round."""
 
     stats: Stats = field(default_factory=Stats)
-    spans: list[tuple[str, str]] = field(default_factory=list)  # rejected drafts included
+    spans: list[Span] = field(default_factory=list)  # rejected drafts included
     tokens: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)  # per round
     drafted: list[int] = field(default_factory=list)  # per round (k, or fewer)
+    copied: list[bool] = field(default_factory=list)  # per round: guesses copied from the text
     asked: list[int] = field(default_factory=list)  # per round: the K chosen (or fixed)
     seconds: float = 0.0  # time inside the engine: rendering and sending are not counted
     profile: StepCosts | None = None  # this machine's step costs for the pair, as auto K uses
@@ -84,7 +85,7 @@ class SpecRun:
 class TargetRun:
     """A target-only run so far; one target pass per token."""
 
-    spans: list[tuple[str, str]] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     step_seconds: list[float] = field(default_factory=list)  # per token; the first has the prefill
     seconds: float = 0.0
@@ -151,9 +152,10 @@ def run_speculative(pair, config: RunConfig, ids: list[int]) -> Iterator[SpecRun
     for r, seconds in timed(rounds):
         run.seconds += seconds
         run.tokens += r.tokens
-        run.spans += round_spans(r, detok, show_rejected=True)
+        run.spans += guess_spans(r, detok, show_rejected=True)
         run.accepted.append(r.n_accepted)
         run.drafted.append(r.k)
+        run.copied.append(r.source == "lookup" and r.k > 0)
         run.asked.append(r.k_asked)
         run.widths.append(r.width)
         run.siblings.add(r)
@@ -178,7 +180,7 @@ def run_target(pair, config: RunConfig, ids: list[int]) -> Iterator[TargetRun]:
         run.tokens.append(step.token)
         piece = detok.push(step.token)
         if piece:
-            run.spans.append((piece, "target"))
+            run.spans.append(target_span(piece))
         yield run
 
 

@@ -55,6 +55,13 @@ class RunRecord:
     # Drafts the judge kept over what judging token by token keeps of the same drafts with the
     # same uniforms, over the chain rounds (``Stats.judge_gain``; 1 for the token judge).
     judge_gain: float | None = None
+    # Guesses copied from the context (prompt lookup or the suffix index): the rounds whose guesses
+    # were copied, the guesses copied and kept, and the round that copied most, with its kept.
+    copied_rounds: int = 0
+    copied: int = 0
+    copied_kept: int = 0
+    longest_copy: int = 0
+    longest_copy_kept: int = 0
     # The two runs, measured (seconds inside the engine; rendering is not counted).
     spec_tokens: int = 0
     spec_seconds: float = 0.0
@@ -77,8 +84,11 @@ class RunRecord:
     predicted_speedup: float | None = None
     # The profile's step costs, timed in turns (``profile.costs_for``).
     cost_t_step: float | None = None
-    cost_t_draft: float = 0.0  # 0 when prompt lookup drafted every token
-    cost_t_verify: tuple[float, ...] | None = None  # K = 1, 2, ...
+    cost_t_draft: float = 0.0  # 0 when copies drafted every token (no draft model ran)
+    cost_t_verify: tuple[float, ...] | None = None  # at each K of cost_verify_ks
+    # The K of each cost_t_verify entry: the profile times K = 1 to 8 and a few wider passes a
+    # long copy may fill (``profile.COPY_KS``); empty for a record whose entries are K = 1, 2, ...
+    cost_verify_ks: tuple[int, ...] = ()
     cost_t_draft_captured: float | None = None  # on CUDA: the draft step replayed as a graph
     # Where it ran.
     device: str = ""
@@ -106,7 +116,11 @@ class RunRecord:
         acceptance = Acceptance()
         for k, n in zip(spec.drafted, spec.accepted, strict=True):
             acceptance.add(k, n)
-        drafts_free = s.draft_passes == 0 and any(spec.drafted)  # prompt lookup only
+        drafts_free = s.draft_passes == 0 and any(spec.drafted)  # copies only
+        copied = spec.copied or [False] * len(spec.drafted)  # a run recorded without them
+        rounds = zip(spec.drafted, spec.accepted, copied, strict=True)
+        copies = [(k, n) for k, n, c in rounds if c]
+        longest = max(copies, key=lambda copy: copy[0], default=(0, 0))
         layers = spec.layers or (None, None)
         return cls(
             k=config.k,
@@ -133,6 +147,11 @@ class RunRecord:
             sibling_judged=tuple(spec.siblings.judged),
             sibling_kept=tuple(spec.siblings.kept),
             judge_gain=s.judge_gain,
+            copied_rounds=len(copies),
+            copied=s.copied,
+            copied_kept=s.copied_kept,
+            longest_copy=longest[0],
+            longest_copy_kept=longest[1],
             spec_tokens=len(spec.tokens),
             spec_seconds=spec.seconds,
             spec_target_passes=s.target_passes,
@@ -156,6 +175,7 @@ class RunRecord:
             cost_t_verify=tuple(profile.t_verify[k] for k in sorted(profile.t_verify))
             if profile
             else None,
+            cost_verify_ks=tuple(sorted(profile.t_verify)) if profile else (),
             cost_t_draft_captured=spec.captured_t_draft,
             device=spec.device,
             target_layers=layers[0],
@@ -194,10 +214,11 @@ class RunRecord:
     @property
     def costs(self) -> StepCosts | None:
         """The step costs as the cost model charges them: the profile's plain step, draft step,
-        and verify pass for K = 1, 2, ...; None for a run recorded without a profile."""
+        and verify pass at each K it timed; None for a run recorded without a profile."""
         if not self.cost_t_verify or not self.cost_t_step:
             return None
-        t_verify = dict(enumerate(self.cost_t_verify, 1))
+        ks = self.cost_verify_ks or range(1, len(self.cost_t_verify) + 1)
+        t_verify = dict(zip(ks, self.cost_t_verify, strict=True))
         return StepCosts(self.cost_t_step, self.cost_t_draft, t_verify)
 
     @property

@@ -48,7 +48,7 @@ def kept_chart(runs: list[RunRecord]) -> go.Figure:
         name = costs.group_name(key)
         _add_runs(fig, name, group, _kept_share, color, symbol, i, _kept_counts)
     fig.update_yaxes(range=[0, 1.05])
-    return _against_k(fig, "Drafts kept / drafted (measured)")
+    return _against_k(fig, "Drafts kept / drafted (measured)", k_axis(runs))
 
 
 def _kept_share(runs: list[RunRecord]) -> float:
@@ -73,27 +73,34 @@ def speedup_chart(runs: list[RunRecord]) -> go.Figure:
     (``line_labels``), with its group's name where there are several."""
     if not runs:
         return placeholder("Each run's speedup adds a point here, beside two formulas' curves")
-    fig = go.Figure()
+    fig, axis = go.Figure(), k_axis(runs)
     found = costs.groups(runs)
     one = ("target alone = 1×",)  # fits above the line's end on a phone
-    labels = [LineLabel(K_AXIS_RANGE[1], 1.0, one, ONE, above=True, xanchor="right")]
+    labels = [LineLabel(axis[1], 1.0, one, ONE, above=True, xanchor="right")]
     for i, (key, group) in enumerate(found):
         name = costs.group_name(key)
         tag = f"{name} " if len(found) > 1 else ""
         points = _add_runs(fig, name, group, _speedup, MEASURED_COLOR, group_look(i)[1], i)
         measured = named(tag, "measured")
-        labels.append(end_label(points, measured, MEASURED_COLOR, K_AXIS_RANGE))
+        labels.append(end_label(points, measured, MEASURED_COLOR, axis))
         curve = costs.group_curves(key, group)
         if curve is not None:
-            labels += speedup_curves.add_curves(fig, curve, tag)
+            labels += speedup_curves.add_curves(fig, curve, tag, axis)
     fig.add_hline(y=1.0, line={"color": ONE, "dash": "dot"})
     top = 1.15 * max(1.0, *(y for t in fig.data for y in t.y if y is not None))
     add_line_labels(fig, labels, top)
-    return _against_k(fig, "Speedup: measured and by formula")
+    return _against_k(fig, "Speedup: measured and by formula", axis)
 
 
-def _against_k(fig: go.Figure, title: str) -> go.Figure:
-    fig.update_xaxes(title_text="K (draft tokens per round)", range=list(K_AXIS_RANGE))
+def k_axis(runs: list[RunRecord]) -> tuple[float, float]:
+    """The K axis: the K slider's range (K_AXIS_RANGE), wider where an auto-K run's mean K lies
+    beyond it (long copies ask for up to 32 tokens a round)."""
+    furthest = max((r.mean_k for r in runs if r.k == "auto"), default=0.0)
+    return K_AXIS_RANGE[0], max(K_AXIS_RANGE[1], furthest + 0.5)
+
+
+def _against_k(fig: go.Figure, title: str, axis: tuple[float, float]) -> go.Figure:
+    fig.update_xaxes(title_text="K (draft tokens per round)", range=list(axis))
     return _keyed(layout(fig, title, height=480, legend=FOOT))
 
 

@@ -37,25 +37,28 @@ def named(tag: str, name: str) -> tuple[str, ...]:
     return label_lines(tag + name)
 
 
-def add_curves(fig: go.Figure, curve: costs.Curves, tag: str) -> list[LineLabel]:
+def add_curves(
+    fig: go.Figure, curve: costs.Curves, tag: str, axis: tuple[float, float] = K_AXIS_RANGE
+) -> list[LineLabel]:
     """The textbook's speedup (dotted) and the one predicted from measured costs (dashed, over
-    the K with a measured verify pass), its best K marked ◇ (BEST in the legend); their labels.
+    the K with a measured verify pass), its best K marked ◇ (BEST in the legend); their labels,
+    placed on the K `axis`.
     Their α is the per-draft acceptance probability; kept / drafted
     (``session_charts.kept_chart``) is lower, since drafts after a rejection are never judged."""
     c, at = curve.costs.c, f"{curve.name}, K = %{{x}}: %{{y:.2f}}×"
     textbook = f"by the textbook formula (α per draft {curve.alpha:.2f}, c {c:.2f} measured, "
     labels = [_add_curve(fig, curve.name, tag, TEXTBOOK, curve.textbook,
-                         f"{at} {textbook}verify = 1 step)")]  # fmt: skip
+                         f"{at} {textbook}verify = 1 step)", axis)]  # fmt: skip
     verify = [curve.costs.verify_cost(k) for k in curve.predicted]
     predicted = f"predicted (α per draft {curve.alpha:.2f}, c {c:.2f}, verify %{{customdata:.2f}}"
     hover = f"{at} {predicted} steps, all measured)"
     labels.append(
-        _add_curve(fig, curve.name, tag, PREDICTED, curve.predicted, hover, customdata=verify)
+        _add_curve(fig, curve.name, tag, PREDICTED, curve.predicted, hover, axis, customdata=verify)
     )
     if curve.captured:  # on CUDA: the lever of a draft step replayed from one captured graph
         captured = f"c {curve.captured_c:.2f} measured, against {c:.2f} eager"
         hover = f"{at} if the draft step were captured as a CUDA graph ({captured})"
-        labels.append(_add_curve(fig, curve.name, tag, CAPTURED, curve.captured, hover))
+        labels.append(_add_curve(fig, curve.name, tag, CAPTURED, curve.captured, hover, axis))
     best = curve.best_k
     fig.add_trace(
         go.Scatter(
@@ -72,7 +75,7 @@ def add_curves(fig: go.Figure, curve: costs.Curves, tag: str) -> list[LineLabel]
     return labels
 
 
-def _add_curve(fig, group: str, tag: str, style: str, points: dict, hover: str, **extra):
+def _add_curve(fig, group: str, tag: str, style: str, points: dict, hover: str, axis, **extra):
     """One formula's speedup against K for a group, drawn in its style's line; its label."""
     line = LINES[style]
     fig.add_trace(
@@ -88,4 +91,4 @@ def _add_curve(fig, group: str, tag: str, style: str, points: dict, hover: str, 
             **extra,
         )
     )
-    return end_label(points, named(tag, SHORT[style]), line["color"], K_AXIS_RANGE)
+    return end_label(points, named(tag, SHORT[style]), line["color"], axis)

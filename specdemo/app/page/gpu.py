@@ -37,6 +37,7 @@ DURATION_FACTOR = 1.5  # admission: quota needed per second asked, on the defaul
 SETUP_SECONDS = 10.0  # each call: the worker's fork, the pair onto the GPU, the step-cost profile
 VERIFY_STEPS = 1.5  # a verify pass over k + 1 tokens, in target steps (1.3 measured on CPU, k = 3)
 PREFILL_TOKENS_PER_STEP = 256  # prompt tokens one prefill pass takes for the cost of one step
+COPY_ONLY = ("lookup", "suffix")  # drafters that run no draft model (drafters.make_drafter)
 ALPHA = 0.5  # per draft: below the lowest per-token alpha the benchmarks measured (a budget)
 DRAW_SECONDS = 1e-5  # one draw of the exactness check's first token (vectorised, budget)
 BATCH_STEPS = 1.5  # a batched one-token pass of joint.BATCH rows, in steps (budget)
@@ -112,9 +113,10 @@ def speculative_seconds(
 ) -> float:
     """One speculative run: both prefills, then rounds of k draft steps and a verify pass, each
     round yielding E[tokens per pass] = (1 - ALPHA^(k+1)) / (1 - ALPHA) tokens (theory).
-    Automatic K is charged at the largest K it may choose; prompt lookup drafts for free."""
+    Automatic K is charged at the largest K it may choose; a drafter that only copies (prompt
+    lookup, the suffix index) drafts for free."""
     k = max(PROFILE_KS) if k == "auto" else k
-    t_draft = 0.0 if drafter == "lookup" else budget.t_draft
+    t_draft = 0.0 if drafter in COPY_ONLY else budget.t_draft
     rounds = max_new_tokens / expected_tokens_per_pass(ALPHA, k)
     prefill = prefill_seconds(prompt_tokens, budget.t_step) + prefill_seconds(
         prompt_tokens, t_draft

@@ -22,6 +22,7 @@ from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import gpu, gpu_notes, jobs, replay, work
 from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
+from specdemo.app.spans import Span
 from specdemo.app.step import microscope
 from specdemo.models.pairs import FOUR_BIT
 
@@ -82,7 +83,7 @@ def generate(
             session.spans = list(spec.spans)
             chart = gr.skip()
             if done or time.perf_counter() - charted > CHART_EVERY:
-                chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked)
+                chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked, spec.copied)
                 charted = time.perf_counter()
             spans = comparison.visible_spans(session.spans, show_rejected)
             yield [spans, [], comparison.comparison_markdown(spec, None), chart, *unchanged]
@@ -115,7 +116,7 @@ def race_outputs(session: Session, config, spec, target, show_rejected: bool) ->
         comparison.visible_spans(session.spans, show_rejected),
         list(target.spans),
         comparison.comparison_markdown(spec, target, config),
-        charts.rounds_chart(spec.accepted, spec.drafted, spec.asked),
+        charts.rounds_chart(spec.accepted, spec.drafted, spec.asked, spec.copied),
         *session_outputs(session),
     ]
 
@@ -187,7 +188,7 @@ def session_outputs(session: Session) -> list:
             session]  # fmt: skip
 
 
-def toggle_rejected(show_rejected, session: Session) -> list[tuple[str, str]]:
+def toggle_rejected(show_rejected, session: Session) -> list[Span]:
     return comparison.visible_spans(session.spans, show_rejected)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page.replay import SweepPlan
 from specdemo.app.settings import DRAFTERS
+from specdemo.app.spans import Span
 
 # Measured on this machine unless marked: "expected" and "predicted" are formulas (theory.py) on
 # the run's measured α per draft (kept / judged: drafts after a rejection are never judged) and
@@ -44,7 +45,7 @@ class Session:
     under way (``replay.SweepPlan``; its cells run one per queued event)."""
 
     runs: list[RunRecord] = field(default_factory=list)
-    spans: list[tuple[str, str]] = field(default_factory=list)  # the last speculative answer
+    spans: list[Span] = field(default_factory=list)  # the last speculative answer
     folder: str | None = None
     sweep: SweepPlan | None = None
 

@@ -58,10 +58,27 @@ CSS = (
 }
 .token-pane .tok.rejected { text-decoration: line-through; text-decoration-thickness: 2px; }
 .token-pane .tok-text .tok.rejected { opacity: 0.75; }
+/* A copied guess, kept or rejected, has a dark bar along its top (token_pane); a drafted one
+   has none. A shadow, not a line: the kinds' decorations stay as they are. */
+.token-pane .tok.copied { box-shadow: inset 0 3px 0 #1f2937; }
 /* The target's own tokens are dotted, in every pane alike. */
 .token-pane .tok.target {
   text-decoration: underline dotted; text-decoration-thickness: 1.5px; text-underline-offset: 0.2em;
 }
+/* Step through: the earlier text a copy came from (lesson.copy_block), code kept as written:
+   the match in a dashed box, the copied span with a bar above, as copied tokens have. */
+.copy-source {
+  font-family: var(--font-mono); font-size: var(--text-sm); line-height: 1.9;
+  white-space: pre-wrap; overflow-wrap: anywhere;
+  margin-top: var(--size-2); padding: var(--size-1) var(--size-2); border-left: 3px solid #9ca3af;
+}
+.copy-source .copy-match, .copy-source .copy-span {
+  color: inherit; box-decoration-break: clone; -webkit-box-decoration-break: clone;
+}
+.copy-source .copy-match {
+  background: rgba(230, 159, 0, 0.3); outline: 2px dashed #1f2937; outline-offset: -1px;
+}
+.copy-source .copy-span { background: none; box-shadow: inset 0 3px 0 #1f2937; }
 /* Read by screen readers, not shown, not copied with the answer. */
 .sr-only {
   position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%);

@@ -130,7 +130,9 @@ def render_step(pair, request: StepThrough, outcome: tuple) -> list:
     config, tokenizer = request.config, pair.tokenizer
     return [
         list(state.spans),
-        *lesson.round_markdown(r, tokenizer, config, t_step, scope.outside, state.refed),
+        *lesson.round_markdown(
+            r, tokenizer, config, t_step, scope.outside, state.refed, scope.copy
+        ),
         stepping.round_table(r, tokenizer, scope.outside),
         (tree_chart if r.width > 1 else charts.step_chart)(
             r, lambda ids: token_labels(tokenizer, ids)

@@ -2,13 +2,18 @@
 language, every comparison chosen from the figures printed beside it, and the sentence for a
 token the draft cannot propose. A round judged as a whole block (``block_outcome``) is told with
 its running weights w, stopping chances h and uniforms u, beside what token by token would have
-kept of the same guesses.
+kept of the same guesses. A copy from the suffix index shows the earlier text it came from, the
+match highlighted (``copied_draft``).
 """
+
+import html
 
 from specdemo.app.config import RunConfig
 from specdemo.app.numbers import prob
+from specdemo.app.step.stepping import MATCH_SHOWN, CopySource
 from specdemo.drafters import HYBRID_MIN_NGRAM
 from specdemo.rounds import Round
+from specdemo.suffix import LONG_MATCH
 from specdemo.text import token_text
 
 
@@ -69,12 +74,14 @@ def round_markdown(
     t_step: float | None = None,
     outside: bool = False,
     refed: tuple[int, float, float] = (0, 0.0, 0.0),
+    copy: CopySource | None = None,
 ) -> tuple[str, str, str]:
     """Plain-language notes on the round's three phases: draft, verify, accept/reject. Every
     comparison is chosen from the figures printed beside it; `t_step` is one plain target
     step's measured seconds (``profile.costs_for``), None when not measured; `outside`: the
     target's token is one the draft cannot propose (``Microscope.outside``); `refed`: the
-    context fed again before the round (``StepState.refed``), said apart from its costs."""
+    context fed again before the round (``StepState.refed``), said apart from its costs;
+    `copy`: where a copy from the suffix index came from (``Microscope.copy``)."""
 
     def tok(token: int) -> str:
         return f"`{token_text(tokenizer, token)}`"
@@ -82,8 +89,15 @@ def round_markdown(
     drafts = ", ".join(tok(t) for t in r.draft)
     # A hybrid round says which of its two drafters ran, and why.
     hybrid = config.drafter == "hybrid"
+    suffix = config.drafter in ("suffix", "suffix-hybrid")
     if r.source == "lookup" and not r.k:
-        draft = "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
+        draft = (
+            "The suffix index found no earlier match of the text's end, so it guessed nothing."
+            if suffix
+            else "Prompt lookup found no earlier match for the last tokens, so it guessed nothing."
+        )
+    elif copy is not None:
+        draft = copied_draft(copy, r.k, drafts, config.drafter == "suffix-hybrid")
     elif r.source == "lookup":
         found = (
             f"The hybrid drafter found the last {HYBRID_MIN_NGRAM} tokens"
@@ -99,6 +113,9 @@ def round_markdown(
             f"The hybrid drafter found no earlier copy of the last {HYBRID_MIN_NGRAM} tokens to "
             "reuse, so the small draft model guessed"
             if hybrid
+            else "The hybrid drafter found no earlier match of the text's end to copy, so the "
+            "small draft model guessed"
+            if config.drafter == "suffix-hybrid"
             else "The small draft model guessed"
         )
         draft = (
@@ -198,6 +215,72 @@ def round_markdown(
         f"**1 · Draft.** {draft}",
         f"**2 · Verify.** {verify}",
         f"**3 · Accept or reject.** {rule} {outcome}",
+    )
+
+
+def copied_draft(copy: CopySource, k: int, drafts: str, hybrid: bool) -> str:
+    """A copy from the suffix index in words: the match it rests on, whether it was re-anchored
+    after an edit, and the earlier text itself (``copy_block``)."""
+    who = "The hybrid drafter's suffix index" if hybrid else "The suffix index"
+    where = "the prompt" if copy.in_prompt else "the answer so far"
+    tokens = f"{copy.match} token{'s' * (copy.match != 1)}"
+    box = "the dashed box below" + (f", its last {MATCH_SHOWN}" if copy.cut else "")
+    if not copy.anchored:
+        found = (
+            f"{who} found the text's last {tokens} earlier, in {where} ({box}): "
+            "the longest earlier match, not a re-anchoring after an edit. It"
+        )
+    else:
+        at = (
+            f"where the latest {tokens} agree with it again ({box})"
+            if copy.match
+            else "where the source would be had the new tokens replaced as many old ones "
+            "(no tokens agree yet)"
+        )
+        found = (
+            f"**Re-anchored after an edit:** the longest earlier match was shorter than "
+            f"{LONG_MATCH} tokens, as when the target writes what the source lacks, so "
+            f"{who[0].lower()}{who[1:]} looked near where the last copy left the source, in "
+            f"{where}, {at}, and"
+        )
+    overlap = (
+        f" The copy ran {copy.overlap} token{'s' * (copy.overlap != 1)} past the end of the text, "
+        "so it went on from its own start (an overlapping copy)."
+        if copy.overlap
+        else ""
+    )
+    return (
+        f"{found} copied the {k} that followed (a bar above them, as on copied tokens): {drafts}. "
+        "No model pass at all; "
+        f"a copied guess is certain of itself, so q(x) = 1.{overlap}" + copy_block(copy)
+    )
+
+
+def copy_block(copy: CopySource) -> str:
+    """The earlier text a copy came from, as an HTML block in the Markdown (on one line: a blank
+    line ends a block): the text before the match, the match in a dashed box (``<mark>``), then
+    the copied span with a bar above, as copied tokens have it, each newline in those two shown
+    as ↵; each part named to a screen reader. A match cut to its last tokens says how many are
+    left out."""
+
+    def text(s: str, marked: bool = False) -> str:
+        return html.escape(s).replace("\n", "↵&#10;" if marked else "&#10;")
+
+    match = ""
+    if copy.matched:
+        tokens = f"{copy.match} token{'s' * (copy.match != 1)}"
+        cut = f", its first {copy.cut} left out" if copy.cut else ""
+        match = (
+            f'<span class="sr-only">the match, {tokens}{cut}: </span>'
+            f'<mark class="copy-match" title="the match: {tokens} that agree with the text\'s '
+            f'end">{text(copy.matched, True)}</mark>'
+        )
+    return (
+        f'\n\n<div class="copy-source">…{text(copy.before)}{match}'
+        '<span class="sr-only">; copied: </span>'
+        '<span class="copied copy-span" title="copied: what followed the match">'
+        f"{text(copy.copied, True)}</span>"
+        '<span class="sr-only">; end of the copy.</span>…</div>\n\n'
     )
 
 

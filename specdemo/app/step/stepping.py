@@ -2,7 +2,8 @@
 
 ``next_round`` runs one round after the context in a ``StepState`` (plain picklable data, kept in a
 ``gr.State``) and returns the grown state, the ``Round`` and a ``Microscope``: p and q over the
-whole vocabulary where the round ended, the very rows the acceptance rule judged. ``round_table``
+whole vocabulary where the round ended, the very rows the acceptance rule judged, and for a copy
+from the suffix index the earlier text it came from (``CopySource``). ``round_table``
 turns the round into the table the tab shows (its columns follow the judge: a block round adds
 each guess's running weight w and stopping chance h); ``lesson.round_markdown`` into its three
 notes.
@@ -16,12 +17,13 @@ import torch
 
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.numbers import prob
+from specdemo.app.spans import Span, guess_spans
 from specdemo.drafters import make_drafter
 from specdemo.engine import make_generator, resolve_k, speculative_generate
 from specdemo.lm import Stopwatch, eos_ids
-from specdemo.render import round_spans
 from specdemo.rounds import Round, Stats
 from specdemo.sampling import residual
+from specdemo.suffix import CopyDrafter
 from specdemo.text import Detokenizer, token_labels, token_text
 from specdemo.tree import node_steps
 from specdemo.verify import Verdict
@@ -33,6 +35,10 @@ OTHERS = "other tokens"
 STEP_COLUMNS = ["#", "verdict", "draft token", "q(x)", "p(x)", "min(1, p/q)", "u"]
 # Judged as a block, u is compared with h, the chance to stop the block at that guess.
 BLOCK_COLUMNS = ["#", "verdict", "draft token", "q(x)", "p(x)", "min(1, p/q)", "w", "h", "u"]
+# A copy's source as shown: this many tokens of the text before the match, and of the match at
+# most this many (its last ones; a long match is said in words too).
+LEAD_TOKENS = 12
+MATCH_SHOWN = 48
 
 
 @dataclass(frozen=True)
@@ -43,13 +49,64 @@ class StepState:
     system: str
     context: tuple[int, ...]
     prompt_len: int
-    spans: tuple[tuple[str, str], ...] = ()
+    spans: tuple[Span, ...] = ()
     rounds: int = 0
     finished: bool = False
     # The last round's context fed again, timed apart from the round: (tokens, target seconds,
     # draft model seconds). Each click starts from the context, so both models read it anew.
     # A timing, not the state: two states with the same text are equal whatever it took.
     refed: tuple[int, float, float] = field(default=(0, 0.0, 0.0), compare=False)
+    # The context's length at each copy from the suffix index so far, so that each click's new
+    # drafter knows where the copies left the source, as a generation's drafter does
+    # (``resume_copies``).
+    copies: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopySource:
+    """Where a copy from the suffix index came from, in the context the round read
+    (``Round.origin``, ``match``, ``anchored``): the `match` tokens before `origin` agreed with
+    the text's end, and the copy starts at `origin`. The texts: `before`, the text leading up to
+    the match; `matched`, the match (its last MATCH_SHOWN tokens); `copied`, what followed it, as
+    far as the context went (a copy past the end repeats its own start: `overlap` tokens)."""
+
+    origin: int
+    match: int
+    anchored: bool
+    in_prompt: bool  # the copy starts in the prompt, not in the answer so far
+    before: str
+    matched: str
+    copied: str
+    overlap: int = 0
+
+    @property
+    def cut(self) -> int:
+        """Tokens of the match left out of `matched`."""
+        return max(0, self.match - MATCH_SHOWN)
+
+
+def copy_source(tokenizer, r: Round, context: Sequence[int], prompt_len: int) -> CopySource | None:
+    """Round `r`'s copy in the `context` it read, or None: a round not copied from the suffix
+    index (``Round.origin`` None), or one without guesses."""
+    if r.origin is None or not r.k:
+        return None
+    start = max(0, r.origin - min(r.match, MATCH_SHOWN))  # the match as shown
+    lead = start - LEAD_TOKENS if r.match <= MATCH_SHOWN else start  # a cut match: no lead
+    end = min(r.origin + r.k, len(context))
+
+    def text(ids: Sequence[int]) -> str:
+        return tokenizer.decode(list(ids)) if ids else ""
+
+    return CopySource(
+        origin=r.origin,
+        match=r.match,
+        anchored=r.anchored,
+        in_prompt=r.origin < prompt_len,
+        before=text(context[max(0, lead) : start]),
+        matched=text(context[start : r.origin]),
+        copied=text(context[r.origin : end]),
+        overlap=r.origin + r.k - end,
+    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +121,7 @@ class Microscope:
     drafted: int | None  # the rejected guess
     drawn: int  # the target's token at that position
     source: str = "model"  # who drafted: "model" or "lookup" (q one-hot on the copied token)
+    copy: CopySource | None = None  # a copy from the suffix index: the text it came from
     tokens: list[int] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     p: list[float] = field(default_factory=list)
@@ -106,6 +164,7 @@ def next_round(
     drafter = make_drafter(
         config.drafter, pair.draft, config.sampling, generator, device, config.adaptive
     )
+    resume_copies(drafter, state)
     verdicts, stats = [], Stats()
     context = list(state.context)
     draft_model, clock = drafter.draft_model, Stopwatch(device)
@@ -128,9 +187,11 @@ def next_round(
     with contextlib.closing(rounds):
         r = next(rounds)
     scope = microscope(pair.tokenizer, r, verdicts[-1], drafter.draft_model)
+    copy = copy_source(pair.tokenizer, r, state.context, state.prompt_len)
+    scope = replace(scope, copy=copy) if copy is not None else scope
     generated = list(state.context[state.prompt_len :])
     detok = Detokenizer(pair.tokenizer, generated)
-    spans = round_spans(r, detok, show_rejected=True)
+    spans = guess_spans(r, detok, show_rejected=True)
     state = replace(
         state,
         context=state.context + tuple(r.tokens),
@@ -138,8 +199,21 @@ def next_round(
         rounds=state.rounds + 1,
         finished=any(t in eos_ids(pair.target) for t in r.tokens),
         refed=(len(context) - 1, stats.prefill_time, draft_seconds),
+        copies=(*state.copies, len(context)) if copy is not None else state.copies,
     )
     return state, r, scope
+
+
+def resume_copies(drafter, state: StepState) -> None:
+    """Each click makes a new drafter; one that copies from the suffix index
+    (``suffix.CopyDrafter``, alone or in a hybrid) first makes the copies so far again, in
+    order, each on the context it read (a copy is deterministic, and each re-anchors from where
+    the one before left the source), so it re-anchors after an edit as one generation's drafter
+    does."""
+    copier = getattr(drafter, "lookup", drafter)
+    if isinstance(copier, CopyDrafter):
+        for length in state.copies:
+            copier.propose(list(state.context[:length]), 1)
 
 
 def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Microscope:

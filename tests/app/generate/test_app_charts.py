@@ -165,6 +165,24 @@ def test_the_rounds_chart_shows_the_k_each_round_drafted():
     )
 
 
+def test_the_rounds_chart_draws_copied_rounds_apart_and_reaches_a_copy_of_32():
+    """Rounds 2 and 4 copied their guesses (32 and 20, all kept but 2): bars of their own, named
+    in the legend, in a pattern no drafted round has; the axis holds the 32 in full. A run that
+    copied nothing draws no copy bars."""
+    fig = charts.rounds_chart([3, 32, 1, 18], [4, 32, 4, 20], [4, 32, 4, 32],
+                              copied=[False, True, False, True])  # fmt: skip
+    assert list(trace(fig, "copies proposed").y) == [None, 32, None, 20]
+    assert list(trace(fig, "copies accepted").y) == [None, 32, None, 18]
+    assert list(trace(fig, "drafts proposed").y) == [4, None, 4, None]
+    assert list(trace(fig, "drafts accepted").y) == [3, None, 1, None]
+    shapes = {t.name: t.marker.pattern.shape for t in fig.data if t.type == "bar"}
+    assert len(set(shapes.values())) == 4  # apart without colour
+    assert fig.layout.yaxis.range[1] >= 32 and "copied" in fig.layout.yaxis.title.text
+    only_copies = charts.rounds_chart([5, 2], [8, 8], copied=[True, True])
+    assert "drafts proposed" not in names(only_copies)
+    assert not {"copies proposed", "copies accepted"} & set(names(charts.rounds_chart([1], [2])))
+
+
 def test_the_rounds_chart_marks_the_k_asked_and_labels_each_plain_step():
     fig = charts.rounds_chart([2, 0, 0, 1], [2, 0, 0, 3], asked=[2, 0, 0, 4])
     assert list(trace(fig, "K asked").y) == [2, 0, 0, 4] and fig.layout.yaxis.range[1] == 4.3

@@ -18,7 +18,7 @@ from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import jobs, replay, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
 from specdemo.policy import SiblingAcceptance
-from specdemo.profile import PROFILE_KS
+from specdemo.profile import COPY_KS, PROFILE_KS
 from specdemo.rounds import Stats
 from specdemo.theory import (
     StepCosts,
@@ -91,6 +91,34 @@ def test_prompt_lookup_drafter_costs_no_draft_steps(pair):
     assert len(spec.tokens) == 16 and spec.stats.draft_passes == 0
     row = RunRecord.of(config, spec, race.last(race.run_target(pair, config, ids)))
     assert row.c == 0.0
+
+
+@pytest.mark.parametrize("drafter, source", [("suffix", "copied"), ("model", "drafted")])
+def test_each_guess_in_the_race_says_whether_it_was_copied_or_drafted(pair, drafter, source):
+    """Every kept or rejected guess of a copying run is marked copied, of a drafting run drafted;
+    the run's rounds say which copied, and its record counts the copies as the engine did; the
+    race's table sets the copied guesses kept beside the drafted ones where there were copies."""
+    config = parse_run(PROMPT + " " + PROMPT, k=4, drafter=drafter, max_new_tokens=24)
+    ids = encode(pair, config)
+    spec = race.last(race.run_speculative(pair, config, ids))
+    guesses = {mark for _, kind, mark in spec.spans if kind in ("accepted", "rejected")}
+    assert guesses == {source}
+    assert {mark for _, kind, mark in spec.spans if kind not in ("accepted", "rejected")} == {""}
+    copying = drafter == "suffix"
+    assert spec.copied == [copying and k > 0 for k in spec.drafted]
+    s = spec.stats
+    assert (s.copied, s.copied_kept) == ((s.drafted, s.accepted) if copying else (0, 0))
+    target = race.last(race.run_target(pair, config, ids))
+    row = RunRecord.of(config, spec, target)
+    assert (row.copied_rounds, row.copied, row.copied_kept) == (sum(spec.copied), s.copied,
+                                                               s.copied_kept)  # fmt: skip
+    rounds = zip(spec.drafted, spec.accepted, spec.copied, strict=True)
+    copies = [(k, n) for k, n, c in rounds if c]  # the first of the longest copies
+    longest = max(copies, key=lambda copy: copy[0], default=(0, 0))
+    assert (row.longest_copy, row.longest_copy_kept) == longest
+    table = comparison.comparison_markdown(spec, target, config)
+    counts = f"| {comparison.COPIED_ROW} | {s.copied_kept} of {s.copied} · 0 of 0 | — |"
+    assert (counts in table) == copying and (comparison.COPIED_ROW in table) == copying
 
 
 def test_c_divides_a_draft_step_by_the_median_plain_step_after_the_prefill():
@@ -216,8 +244,11 @@ def test_the_record_holds_the_cost_model_and_where_the_time_went(pair):
     # The cost model's costs are the profile's, timed in turns; the run's own beside them.
     assert (row.cost_t_step, row.cost_t_draft) == (profile.t_step, profile.t_draft)
     assert (row.t_step, row.t_draft) == (target.t_step, s.t_draft)
-    assert row.cost_t_verify == tuple(profile.t_verify[k] for k in PROFILE_KS)
-    assert row.costs.verify_cost(3) == pytest.approx(profile.verify_cost(3))
+    # Every K the profile timed, K = 1 to 8 and the wider passes a long copy may fill, each
+    # under its own K: the record's costs are the profile's, K for K.
+    assert row.cost_verify_ks == tuple(sorted(profile.t_verify)) == (*PROFILE_KS, *COPY_KS)
+    assert row.costs.t_verify == profile.t_verify
+    assert row.costs.verify_cost(COPY_KS[-1]) == pytest.approx(profile.verify_cost(COPY_KS[-1]))
     split = row.time_split
     assert split["verify passes"] == s.verify_time and split["prefill"] == s.prefill_time
     assert sum(split.values()) == pytest.approx(spec.seconds)

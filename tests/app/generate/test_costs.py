@@ -212,3 +212,45 @@ def test_a_tree_groups_curves_are_the_trees_never_the_chains():
     prior = costs.group_curves(unjudged.group, [unjudged])
     tokens = expected_tree_tokens_per_pass(0.6, 2, sibling_chance([SIBLING_PRIOR]))
     assert prior.textbook[2] == pytest.approx(tokens / (0.4 * 2 + 1))
+
+
+# RUN's profile with the wider passes a long copy may fill, timed as the profile times them.
+WIDE = {**dict(enumerate(RUN.cost_t_verify, 1)), 12: 0.0220, 16: 0.0270, 24: 0.0370, 32: 0.0470}
+COPIES = replace(RUN, drafter="suffix-hybrid", k="auto", rounds=10, copied_rounds=4, copied=80,
+                 copied_kept=74, longest_copy=32, longest_copy_kept=30,
+                 cost_t_verify=tuple(WIDE.values()), cost_verify_ks=tuple(WIDE))  # fmt: skip
+
+
+def test_copied_rounds_are_priced_by_their_rows_alone_and_said_only_where_a_run_copied():
+    """A 32-token copy is one pass over 33 rows, 4.70 target steps in the profile; the model
+    would have drafted those 32 tokens in 32 draft steps of 0.4 (12.80 steps). Said after the
+    headline, in one sentence; a run that copied nothing says nothing of copies."""
+    note = costs.cost_note([COPIES])
+    shown = note.split("\n\n<details>")[0]
+    sentence = shown[shown.index("**Copied rounds**") :]
+    assert sentence.startswith("**Copied rounds** (4 of 10 rounds; 74 of 80 copied guesses kept)")
+    assert "run no draft step, only the target's pass over their rows" in sentence
+    assert "the longest, 32 copied tokens, kept 30 of them in one pass over 33 rows at 4.70" in (
+        sentence
+    )
+    assert "would have added 32 draft steps (12.80 target steps)" in sentence
+    assert "by the length of the match it rests on" in sentence and ". " not in sentence
+    assert "Copied rounds" not in costs.cost_note([RUN])
+    # A copy between the widths timed is priced between them, and says so; a copy-only run
+    # (no draft model ran: c = 0) has no draft steps to set beside it.
+    between = costs.cost_note([replace(COPIES, longest_copy=20, cost_t_draft=0.0)])
+    assert "one pass over 21 rows at 3.20 target steps (between the widths the profile" in between
+    assert "would have added" not in between
+    lookup = costs.cost_note([replace(COPIES, drafter="lookup", k=4, longest_copy=4)])
+    assert "with K fixed at 4 each copy asked for 4 tokens" in lookup
+    assert "by how many of the earlier copies were kept" in lookup
+
+
+def test_a_profile_timed_past_k_8_keeps_each_pass_under_its_own_k():
+    """K = 1 to 8, then 12, 16, 24 and 32: each pass keeps its K (not the 9th to 12th), and the
+    curves stop at the K slider's 16."""
+    assert COPIES.costs.t_verify == WIDE
+    assert COPIES.costs.verify_cost(32) == pytest.approx(4.7)
+    curve = costs.group_curves(COPIES.group, [COPIES])
+    assert list(curve.predicted) == [*range(1, 9), 12, 16]
+    assert curve.predicted[16] == pytest.approx(COPIES.costs.speedup(COPIES.alpha, 16))

@@ -96,8 +96,8 @@ def as_field(value):
 
 
 def labels(spans: list[list[str]]) -> set[str]:
-    """A token pane's kinds: the API gives its spans as [text, kind] pairs."""
-    return {kind for _, kind in spans}
+    """A token pane's kinds: the API gives its spans as [text, kind, source]."""
+    return {kind for _, kind, _ in spans}
 
 
 def test_generate_streams_both_panes_and_records_the_run(client):

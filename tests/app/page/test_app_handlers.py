@@ -72,16 +72,21 @@ def test_generation_streams_coloured_spans_then_records_the_run(pair):
     skip = gr.skip()
     spec_spans = [u["spec_pane"] for u in updates if u["spec_pane"] != skip][-1]
     target_spans = [u["target_pane"] for u in updates if u["target_pane"] != skip][-1]
-    labels = {label for _, label in spec_spans}
+    labels = {label for _, label, _ in spec_spans}
     assert labels <= SPEC_LABELS and "accepted" in labels
-    assert {label for _, label in target_spans} == {"target"}
+    # VALID drafts with the model: each guess says so, and no other token names a source.
+    assert {(label in ("accepted", "rejected"), source) for _, label, source in spec_spans} == {
+        (True, "drafted"),
+        (False, ""),
+    }
+    assert {label for _, label, _ in target_spans} == {"target"}
     assert all(u["session"] == skip for u in updates[:-1])
     last = updates[-1]
     assert "Speedup" in last["comparison"] and last["session"] is session
     assert len(session.runs) == 1 and session.runs[0].k == 4
     assert open(last["csv_file"]).readline().startswith("run,k,temperature")
     assert last["results"][0][1] == 4
-    assert all(label != "rejected" for _, label in handlers.toggle_rejected(False, session))
+    assert all(label != "rejected" for _, label, _ in handlers.toggle_rejected(False, session))
     assert handlers.toggle_rejected(True, session) == session.spans == spec_spans
     discard(session)
     assert not os.path.exists(last["csv_file"])
@@ -98,6 +103,23 @@ def test_a_tree_race_keeps_siblings_and_names_its_width(pair):
     assert record.tree_width == 3 and record.group[-1] == 3
     assert "tree 3" in last["results"][0][5]
     discard(session)
+
+
+def test_a_copying_race_draws_its_copies_and_step_through_shows_where_a_copy_came_from(pair):
+    """The suffix index's copies reach the page: the round chart draws them as copies, the
+    session's record counts them, and a copied step shows the earlier text it came from."""
+    session = Session()
+    settings = {**VALID, "drafter": "suffix", "max_new_tokens": 24}
+    *_, last = handlers.generate(pair, **settings, session=session)
+    last = by_name(handlers.GENERATE_OUTPUTS, last)
+    chart = {trace.name: trace for trace in last["rounds_plot"].data}
+    assert {"copies proposed", "copies accepted"} <= set(chart)
+    assert session.runs[0].copied_rounds == sum(y is not None for y in chart["copies proposed"].y)
+    assert session.runs[0].copied_rounds > 0
+    discard(session)
+    step = by_name(handlers.STEP_OUTPUTS, handlers.step(pair, PROMPT, 3, 1.0, 0, "suffix"))
+    assert '<div class="copy-source">' in step["draft"] and "The suffix index" in step["draft"]
+    assert step["state"].copies == (step["state"].prompt_len,)  # the first round copied
 
 
 def test_the_judge_control_reaches_every_tab_and_names_itself(pair):

@@ -122,7 +122,7 @@ def test_one_key_above_the_panes_and_nothing_covers_a_label_or_a_key(screen):
     assert key[3] <= min(box(page, "#spec-pane")[1], box(page, "#target-pane")[1])
     assert page.evaluate(HIDDEN_KEYS, "race-key") == []
     assert page.locator("#race-key .tok").all_inner_texts() == [
-        "accepted", "resampled", "bonus", "rejected", "target"
+        "accepted", "resampled", "bonus", "rejected", "target", "copied", "drafted"
     ]  # fmt: skip
     assert page.evaluate(COVERED) == []
     # The answer in a monospace font with its spaces kept, so code keeps its indentation.

@@ -115,8 +115,8 @@ def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     alike in both panes, and a rejected draft is a deletion a screen reader announces by name."""
     race(phone)
     legend = phone.locator("#race-key .tok-legend .tok")
-    assert legend.all_inner_texts() == list(SPEC_LABELS)
-    legend = dict(zip(SPEC_LABELS, cues(legend), strict=True))
+    assert legend.all_inner_texts() == [*SPEC_LABELS, *SOURCES]
+    legend = dict(zip(SPEC_LABELS, cues(legend)[: len(SPEC_LABELS)], strict=True))
     look = {label: cue[1:] for label, cue in legend.items()}
     assert len(set(look.values())) == len(SPEC_LABELS)
     assert look == {
@@ -135,10 +135,41 @@ def test_the_labels_differ_without_colour_in_the_text_and_its_legend(phone):
     rejected = phone.locator("#spec-pane .tok-text del.tok.rejected")
     if PAIR == "tiny":
         assert rejected.count() > 0
-    for said in rejected.all_text_contents():
-        assert said.startswith("rejected draft: ")
+    for source, said in zip(sources(rejected), rejected.all_text_contents(), strict=True):
+        assert said.startswith(SOURCES[source][0])
     if rejected.count():
-        assert "rejected draft: " in phone.locator("#spec-pane .tok-text").aria_snapshot()
+        said = SOURCES[sources(rejected)[0]][0]
+        assert said in phone.locator("#spec-pane .tok-text").aria_snapshot()
+    guesses_say_where_they_came_from(phone)
+
+
+# A guess's source: what a screen reader hears before a rejected one, and its tooltip's words.
+SOURCES = {
+    "copied": ("rejected copy: ", "copied from earlier in the text"),
+    "drafted": ("rejected draft: ", "drafted by the draft model"),
+}
+# A token's source (its class), the bar above it (an inset shadow) and its tooltip.
+SOURCE_LOOK = """e => [['copied', 'drafted'].find(s => e.classList.contains(s)) || '',
+  getComputedStyle(e).boxShadow !== 'none', e.title]"""
+
+
+def sources(locator) -> list[str]:
+    return [look[0] for look in locator.evaluate_all(f"els => els.map({SOURCE_LOOK})")]
+
+
+def guesses_say_where_they_came_from(page) -> None:
+    """Each kept or rejected guess, in the text and in the key, is copied (a bar above it) or
+    drafted (none), with its source's words as its tooltip; no other token has either."""
+    key = page.locator("#race-key .tok-legend .tok.copied, #race-key .tok-legend .tok.drafted")
+    look = [tuple(x) for x in key.evaluate_all(f"els => els.map({SOURCE_LOOK})")]
+    assert [(source, bar) for source, bar, _ in look] == [("copied", True), ("drafted", False)]
+    for tokens in ("accepted", "rejected"), ("resampled", "bonus", "target"):
+        found = page.locator(", ".join(f"#spec-pane .tok-text .tok.{kind}" for kind in tokens))
+        for source, bar, title in found.evaluate_all(f"els => els.map({SOURCE_LOOK})"):
+            if "accepted" in tokens:
+                assert bar == (source == "copied") and SOURCES[source][1] in title
+            else:
+                assert (source, bar, title) == ("", False, "")
 
 
 @pytest.mark.browser

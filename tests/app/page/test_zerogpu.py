@@ -66,6 +66,8 @@ def test_prompt_lookup_drafts_free_and_a_stored_target_is_not_charged():
     model = race(k=8, max_new_tokens=512)
     lookup = jobs.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="lookup"), model.ids)
     assert lookup.seconds < model.seconds
+    suffix = jobs.Race(parse_run(PROMPT, k=8, max_new_tokens=512, drafter="suffix"), model.ids)
+    assert suffix.seconds == lookup.seconds  # a copy runs no draft model either
     assert jobs.Race(model.config, model.ids, with_target=False).seconds < model.seconds
 
 

@@ -1,6 +1,7 @@
 """The step-through on the tiny pair: a growing context, and every kind of round explained."""
 
 import dataclasses
+import html
 
 import pytest
 import torch
@@ -8,9 +9,12 @@ from conftest import PROMPT
 
 from specdemo import draft_vocab
 from specdemo.app import charts, numbers
-from specdemo.app.config import parse_run
+from specdemo.app.config import encode, parse_run
 from specdemo.app.step import lesson, microscope, stepping
+from specdemo.drafters import make_drafter
+from specdemo.engine import make_generator, speculative_generate
 from specdemo.rounds import Round
+from specdemo.suffix import LONG_MATCH
 from specdemo.text import token_labels
 from specdemo.vocab import vocab_size
 
@@ -107,6 +111,107 @@ def test_a_hybrid_rounds_draft_note_names_the_drafter_that_ran(pair):
     assert "hybrid drafter found the last 3 tokens earlier" in draft and "q(x) = 1" in draft
     draft, _, _ = lesson.round_markdown(guessed, pair.tokenizer, config)
     assert "hybrid drafter found no earlier copy" in draft and "draft model guessed 2" in draft
+
+
+def copied_round(context: list[int], origin: int, match: int, k: int, kept: int, **changes):
+    """A round that copied k tokens from context[origin] on a match of `match` tokens."""
+    draft = [context[(origin + i) % len(context)] for i in range(k)]
+    return Round(draft=draft, n_accepted=kept, next_token=context[0], p_x=[0.5] * k,
+                 q_x=[1.0] * k, accept_prob=[0.5] * k, u=[0.1] * k,
+                 residual_top=[(context[0], 1.0)], tokens=[*draft[:kept], context[0]],
+                 draft_time=0.0, verify_time=0.01, draft_steps=0, finished=False, k_asked=k,
+                 source="lookup", origin=origin, match=match, **changes)  # fmt: skip
+
+
+def test_a_copy_shows_the_earlier_text_it_came_from_with_its_match_highlighted(pair):
+    """The text ends with `def f(x):`, which began the prompt: the copy's 5-token match is
+    highlighted in a dashed box and the 5 tokens copied from after it have the copies' bar,
+    in an HTML block that CommonMark passes through whole (each newline a character reference,
+    so no blank line ends it early)."""
+    tokenizer = pair.tokenizer
+    context = tokenizer.encode("def f(x):\n    return x\n\ndef f(x):", add_special_tokens=False)
+    head = tokenizer.encode("def f(x):", add_special_tokens=False)
+    assert context[: len(head)] == context[-len(head) :] == head
+    r = copied_round(context, origin=len(head), match=len(head), k=5, kept=3)
+    copy = stepping.copy_source(tokenizer, r, context, prompt_len=len(context))
+    assert (copy.origin, copy.match, copy.anchored, copy.in_prompt) == (5, 5, False, True)
+    assert copy.matched == "def f(x):" and copy.before == "" and copy.overlap == 0
+    assert copy.copied == tokenizer.decode(context[5:10]) and "return" in copy.copied
+    config = parse_run(PROMPT, k=5, temperature=1.0, drafter="suffix")
+    draft, _, _ = lesson.round_markdown(r, tokenizer, config, copy=copy)
+    assert "The suffix index found the text's last 5 tokens earlier, in the prompt" in draft
+    assert "not a re-anchoring after an edit" in draft and "copied the 5 that followed" in draft
+    assert '<mark class="copy-match" title="the match: 5 tokens' in draft
+    assert ">def f(x):</mark>" in draft
+    copied = html.escape(copy.copied).replace("\n", "↵&#10;")
+    assert f'<span class="copied copy-span" title="copied: what followed the match">{copied}<' in (
+        draft
+    )
+    markdown_it = pytest.importorskip("markdown_it")
+    rendered = markdown_it.MarkdownIt("commonmark").render(draft)
+    block = rendered[rendered.index('<div class="copy-source">') :]
+    assert "</mark>" in block and block.index("</div>") > block.index("end of the copy")
+    # A round drafted by the model, or copied by prompt lookup, has no source to show.
+    drafted = dataclasses.replace(r, source="model", origin=None, match=0)
+    assert stepping.copy_source(tokenizer, drafted, context, len(context)) is None
+    assert "copy-source" not in lesson.round_markdown(drafted, tokenizer, config)[0]
+
+
+def test_a_re_anchored_copy_says_so_and_a_copy_past_the_end_repeats_its_start(pair):
+    tokenizer = pair.tokenizer
+    context = tokenizer.encode("def f(x):\n    return x\n\ndef f(x):", add_special_tokens=False)
+    config = parse_run(PROMPT, k=4, temperature=1.0, drafter="suffix-hybrid")
+    r = copied_round(context, origin=7, match=2, k=4, kept=0, anchored=True)
+    copy = stepping.copy_source(tokenizer, r, context, prompt_len=3)
+    draft, _, _ = lesson.round_markdown(r, tokenizer, config, copy=copy)
+    assert draft.startswith("**1 · Draft.** **Re-anchored after an edit:** the longest earlier")
+    assert f"shorter than {LONG_MATCH} tokens" in draft and "in the answer so far" in draft
+    assert "where the latest 2 tokens agree with it again" in draft
+    assert "the hybrid drafter's suffix index looked near where the last copy left" in draft
+    assert tokenizer.decode(context[5:7]) == "\n  "
+    assert ">↵&#10;  </mark>" in draft  # the match, its newline shown as ↵
+    nothing_agrees = dataclasses.replace(r, match=0)
+    copy = stepping.copy_source(tokenizer, nothing_agrees, context, prompt_len=3)
+    draft, _, _ = lesson.round_markdown(nothing_agrees, tokenizer, config, copy=copy)
+    assert "no tokens agree yet" in draft and "<mark" not in draft
+    end = len(context) - 2  # a copy of 4 from 2 before the end runs 2 past it
+    past = copied_round(context, origin=end, match=1, k=4, kept=0)
+    copy = stepping.copy_source(tokenizer, past, context, prompt_len=len(context))
+    assert copy.overlap == 2 and copy.copied == tokenizer.decode(context[end:])
+    draft, _, _ = lesson.round_markdown(past, tokenizer, config, copy=copy)
+    assert "The copy ran 2 tokens past the end of the text" in draft
+
+
+@pytest.mark.parametrize("drafter", ["suffix", "suffix-hybrid"])
+def test_the_step_through_copies_and_re_anchors_as_one_generation_does(pair, drafter):
+    """Greedy, each round's copy depends on the context alone: twelve clicks copy from the same
+    places, on the same matches, re-anchored alike, as twelve rounds of one generation, though
+    each click makes a new drafter; each copied round's step shows where it came from."""
+    config = parse_run(PROMPT, k=4, temperature=0.0, drafter=drafter)
+    state, stepped = None, []
+    for _ in range(12):
+        before = state.context if state else None
+        state, r, scope = stepping.next_round(pair, config, state)
+        stepped.append((r.draft, r.tokens, r.origin, r.match, r.anchored))
+        assert (scope.copy is not None) == (r.origin is not None)
+        if scope.copy is not None:
+            context = before or state.context[: state.prompt_len]
+            shown = tokenizer_text(pair, context[r.origin - r.match : r.origin])
+            assert (scope.copy.origin, scope.copy.matched) == (r.origin, shown)
+    assert any(anchored for *_, anchored in stepped)  # the tiny target's edits re-anchor
+    drafter_ = make_drafter(drafter, pair.draft, config.sampling, None, "cpu")
+    rounds = speculative_generate(pair.target, drafter_, encode(pair, config), k=4,
+                                  sampling=config.sampling, max_new_tokens=100,
+                                  generator=make_generator(0, "cpu"))  # fmt: skip
+    generated = [(r.draft, r.tokens, r.origin, r.match, r.anchored) for r in rounds][:12]
+    assert stepped == generated
+    sources = {source for _, kind, source in state.spans if kind in ("accepted", "rejected")}
+    assert "copied" in sources
+    assert sources <= ({"copied"} if drafter == "suffix" else {"copied", "drafted"})
+
+
+def tokenizer_text(pair, ids) -> str:
+    return pair.tokenizer.decode(list(ids)) if len(ids) else ""
 
 
 def step_until(pair, config, wanted, steps: int = 20):
