@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from statistics import mean
 
 from specdemo.app.generate.run_record import RunRecord
+from specdemo.defaults import DEFAULTS
 from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
 from specdemo.theory import StepCosts, expected_speedup, expected_tree_tokens_per_pass
 from specdemo.threads import cores as usable_cores
@@ -34,7 +35,7 @@ def groups(runs: list[RunRecord]) -> list[tuple[tuple, list[RunRecord]]]:
 
 def group_name(key: tuple) -> str:
     drafter, adaptive, temperature, judge, width = key
-    name = f"T={temperature:g}" + ("" if drafter == "model" else f" {drafter}")
+    name = f"T={temperature:g}" + ("" if drafter == DEFAULTS["drafter"] else f" {drafter}")
     name += (" adaptive" if adaptive else "") + (" block" if judge == "block" else "")
     return name + (f" tree {width}" if width > 1 else "")
 

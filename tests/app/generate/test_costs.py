@@ -12,7 +12,7 @@ from specdemo.theory import expected_tokens_per_pass
 # One run: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a verify pass that costs 1.2
 # target steps at K = 1, rising by 0.1 step per draft; 40 tokens in 2 s against 2.4 s (1.2×);
 # 10 of 20 drafts kept.
-RUN = RunRecord(drafter="model", adaptive=False, temperature=1.0, k=2, kept_rate=0.5,
+RUN = RunRecord(drafter="suffix-hybrid", adaptive=False, temperature=1.0, k=2, kept_rate=0.5,
                 drafts_kept=10, drafted=20,
                 alpha=0.6, c=0.4, predicted_speedup=1.5,
                 cost_t_step=0.010, cost_t_draft=0.004,
