@@ -104,7 +104,7 @@ def test_on_zero_gpu_a_run_too_long_is_refused_naming_the_most_tokens_that_fit(z
     fits = int(refused.value.args[0].split("at most ")[1].split()[0])
     assert race(k="auto", max_new_tokens=fits).seconds <= gpu.max_seconds()
     assert race(k="auto", max_new_tokens=fits + 1).seconds > gpu.max_seconds()
-    assert "K = auto with draft model" in str(refused.value)
+    assert "K = auto with copy when the text repeats, else the draft model" in str(refused.value)
 
 
 def test_on_zero_gpu_too_many_draws_are_refused_naming_the_most_that_fit(zero_gpu, monkeypatch):
