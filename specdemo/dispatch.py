@@ -90,8 +90,8 @@ ALPHA_EDITS = 0.97  # copies from the suffix index on the edits set, greedy: the
 # what its passes yielded, not from alpha as if each token held independently (copies fail where
 # the text was edited, in bursts), at the drafts a pass it ran on the CPU, where wide passes cost
 # more than on a GPU (a prediction that leaves the longer copies a GPU could afford unpriced).
-TOKENS_A_PASS_EDITS = 10.67
-DRAFTS_A_PASS_EDITS = 10.2
+TOKENS_A_PASS_EDITS = 9.85
+DRAFTS_A_PASS_EDITS = 10.4
 
 
 @dataclass(frozen=True)
