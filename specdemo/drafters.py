@@ -11,7 +11,6 @@ drafter keeps its KV cache in step with it, and nothing outside touches it. Thre
 draft model, prompt lookup (an n-gram index grown with the context) and the hybrid of the two.
 """
 
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -19,24 +18,9 @@ import torch
 from specdemo import draft_vocab
 from specdemo.defaults import DRAFTERS
 from specdemo.profile import draft_step_for
+from specdemo.proposal import Proposal
 from specdemo.sampling import EXACT, AcceptanceRule, SamplingConfig, draft_tokens, logits_to_probs
 from specdemo.suffix import CopyDrafter, Match
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """One round's draft: (k',) tokens with k' <= k, their (k', vocab) q or None."""
-
-    tokens: torch.Tensor
-    q: torch.Tensor | None
-    draft_steps: int = 0  # draft model forward passes spent on it
-    source: str = "model"  # "model" (q from the draft model) or "lookup" (copied, q one-hot)
-    # Where a copy from the suffix index came from and how long a match it rests on
-    # (``suffix.Match``); None for the model and for prompt lookup's n-gram copies.
-    match: "Match | None" = None
-    # A copy's siblings at each depth, fixed (other tokens that followed its match in the
-    # context), verified in the same pass as a tree with one-hot q; () for a chain.
-    siblings: tuple[tuple[int, ...], ...] = ()
 
 
 class Drafter(Protocol):

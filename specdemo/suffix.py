@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdemo.proposal import Proposal
+
 # A match at least this long is trusted over the place the last copy left the source.
 LONG_MATCH = 6
 # How far, in tokens, around the place the last copy left the source a re-anchor looks, and for
@@ -211,8 +213,6 @@ class CopyDrafter:
         return None
 
     def propose(self, context: list[int], k: int, source: str | None = None):
-        from specdemo.drafters import Proposal  # the drafters' shared record
-
         match = self.find(context)
         tokens = copy_from(context, match.origin, k) if match is not None and k else []
         siblings = ()
