@@ -1,12 +1,9 @@
 """What a drafter proposes for one round (``drafters``, ``suffix``): the record below both."""
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from specdemo.suffix import Match
 
 
 @dataclass(frozen=True)
@@ -19,7 +16,7 @@ class Proposal:
     source: str = "model"  # "model" (q from the draft model) or "lookup" (copied, q one-hot)
     # Where a copy from the suffix index came from and how long a match it rests on
     # (``suffix.Match``); None for the model and for prompt lookup's n-gram copies.
-    match: "Match | None" = None
+    match: Any = None  # a ``suffix.Match``, which sits above this module
     # A copy's siblings at each depth, fixed (other tokens that followed its match in the
     # context), verified in the same pass as a tree with one-hot q; () for a chain.
     siblings: tuple[tuple[int, ...], ...] = ()
