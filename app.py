@@ -11,10 +11,11 @@ try:  # on a ZeroGPU Space, spaces must be imported before torch touches CUDA
 except ImportError:
     pass
 
-from specdemo import models
+from specdemo import models, threads
 from specdemo.app.page import preparing, ui
 
 if __name__ == "__main__":
+    threads.cap()  # torch's threads within the CPUs and quota this process may use
     preparation = preparing.Preparation(console=models.ProgressBars())
     if models.zero_gpu():  # spaces emulates CUDA in the main thread only and packs it at launch
         preparation.run()

@@ -353,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from specdemo import threads
+
+    threads.cap()  # torch's threads within the CPUs and quota this process may use
     try:
         return args.func(args)
     except ValueError as e:  # bad input: a clear message, no traceback

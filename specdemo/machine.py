@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from specdemo import threads
+
 
 def machine(device) -> dict:
     """Where a run ran: CPU model and its vector capability, cores, torch, GPU, date."""
@@ -19,6 +21,7 @@ def machine(device) -> dict:
         "cpu": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cores": os.cpu_count(),
+        "cpu_limit": threads.limit().sentence,  # the CPUs and quota this process may use
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "gpu": gpu_name(device),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo import models
+from specdemo import models, threads
 from specdemo.app.page.handlers import model_details, model_markdown
 from specdemo.models import kernels, load
 from specdemo.models.kernels import KernelChoice, fallback_precision
@@ -154,6 +154,7 @@ def test_pair_asked_for_in_4bit_loads_in_bf16_and_says_why(no_4bit, tmp_path):
         assert not any(hasattr(m, "quant_state") for m in model.parameters())
     header = model_markdown(s)
     assert "**Precision** bf16" in model_details(s) and "bf16 on the CPU" in header
+    assert threads.limit().sentence in model_details(s)  # the CPUs and quota the race fits to
     assert f"4-bit unavailable here ({NO_CHOICE.problem}): running bf16" in header
     assert NO_CHOICE.problem == f"bitsandbytes NF4: {NO_KERNELS}; torch int4: {NO_KERNELS}"
 

@@ -105,11 +105,11 @@ def forked(fn):
 
 
 def _worker(fn, args, kwargs, send, stop) -> None:
-    import torch
+    from specdemo import threads
 
     # A fork inherits the parent's OpenMP thread pool without its threads: the first parallel
     # region would wait for them forever, so the emulated worker computes on one thread.
-    torch.set_num_threads(1)
+    threads.cap(1)
     try:
         try:
             result = fn(*args, **kwargs)

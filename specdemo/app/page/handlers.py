@@ -14,6 +14,7 @@ import time
 
 import gradio as gr
 
+from specdemo import threads
 from specdemo.app import charts
 from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
@@ -26,7 +27,6 @@ from specdemo.app.spans import Span
 from specdemo.app.step import microscope
 from specdemo.models.pairs import FOUR_BIT
 
-CHART_EVERY = 0.5
 STEP_PLACEHOLDER = "Press Step to run one round"
 
 SESSION_OUTPUTS = (
@@ -70,7 +70,7 @@ def generate(
     with user_errors():
         gpu.check(request)
     unchanged = [gr.skip()] * len(SESSION_OUTPUTS)
-    spec, charted = None, 0.0
+    spec = None
     runs = work.tasks(pair).race(request)
     with contextlib.closing(runs):  # Stop closes this generator, and so the GPU call
         for kind, run, done in runs:
@@ -81,10 +81,13 @@ def generate(
                 continue
             spec = run
             session.spans = list(spec.spans)
-            chart = gr.skip()
-            if done or time.perf_counter() - charted > CHART_EVERY:
-                chart = charts.rounds_chart(spec.accepted, spec.drafted, spec.asked, spec.copied)
-                charted = time.perf_counter()
+            # The chart once the run is done: the target alone draws none, so a chart redrawn
+            # while the speculative run computes would load that half alone (``cadence``).
+            chart = (
+                charts.rounds_chart(spec.accepted, spec.drafted, spec.asked, spec.copied)
+                if done
+                else gr.skip()
+            )
             spans = comparison.visible_spans(session.spans, show_rejected)
             yield [spans, [], comparison.comparison_markdown(spec, None), chart, *unchanged]
     if spec is None or target is None:
@@ -245,13 +248,20 @@ def model_markdown(summary) -> str:
 
 def model_details(summary) -> str:
     """The machine's details, one click away: the precision as it runs and why its 4-bit kernel
-    runs, the device, the pair's name, how long it took to load, and a larger pair this GPU has
+    runs, the device (on a CPU, the CPUs and quota this process may use, ``threads.limit``), the
+    pair's name, how long it took to load, and a larger pair this GPU has
     room for."""
     s = summary
     return (
         f"**Precision** {s.label}"
         + (f": {s.kernel_note}" if s.kernel_note else "")
-        + f" · **Device** {s.device} · pair `{s.pair}`, loaded in {s.load_seconds:.1f} s"
+        + f" · **Device** {s.device}"
+        + (
+            f" ({threads.limit().sentence}, at most {threads.ceiling()} torch threads)"
+            if s.device == "cpu"
+            else ""
+        )
+        + f" · pair `{s.pair}`, loaded in {s.load_seconds:.1f} s"
         + (f" · {s.suggestion[0].upper()}{s.suggestion[1:]}" if s.suggestion else "")
     )
 
