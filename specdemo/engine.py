@@ -8,6 +8,7 @@ The target's passes run through its step object (``target_step``: eager, or capt
 GPU), which owns its KV cache; what one round does with them is ``verify_pass``'s.
 """
 
+import copy
 from collections.abc import Callable, Iterator
 
 import torch
@@ -116,8 +117,8 @@ def speculative_generate(
     the k - n rejected drafts. `k` is a number of drafts per round or a policy (``AutoK``, see
     ``auto_k``) that chooses it before each round from the rounds so far. `rule` is the
     acceptance rule (``sampling.RULES``: the exact one, or a classic mistake for teaching; the
-    drafter must have been made with the same rule). `stats`, if given, and the policy observe
-    every round; `on_verdict` sees each round's ``Verdict`` before its Round is yielded, with
+    drafter must have been made with the same rule). `stats`, if given, and a copy of the policy
+    observe every round (the caller's policy is left as it was given); `on_verdict` sees each round's ``Verdict`` before its Round is yielded, with
     the rows of p and q the rule judged (the step-through's microscope draws them).
 
     `tree_width` > 1 verifies a tree instead of a chain (``tree``): at each depth the draft's
@@ -140,6 +141,8 @@ def speculative_generate(
     context = as_list(input_ids)
     check_judge(verify)
     policy = check_k(k)
+    if policy is not None:  # the run's own: what it learns and pins stays with it
+        policy = copy.deepcopy(policy)
     check_tree_width(tree_width, rule)
     if tree_width == "auto" and policy is None:
         raise ValueError('tree_width="auto" is chosen by automatic K: it needs k="auto"')

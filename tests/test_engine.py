@@ -372,3 +372,26 @@ def test_the_loop_takes_a_resolved_k_and_says_how_to_resolve_auto():
     assert resolve_k("auto", target, drafter).costs == policy.costs  # one profile per pair
     rounds = list(speculative_generate(target, drafter, [0], k=policy, max_new_tokens=12))
     assert sum(len(r.tokens) for r in rounds) == 12 and any(r.k_asked for r in rounds)
+
+
+def test_a_run_leaves_the_policy_it_is_given_as_it_was():
+    """A greedy run pins its tree width to 1 and every run learns acceptance: on a copy, so a
+    policy handed to two runs starts each from the same place."""
+    from specdemo.engine import auto_k
+
+    table, close = toy_tables(6)
+    target, draft = BigramLM(table), BigramLM(close)
+    drafter = ModelDrafter(draft, SamplingConfig(0.0))
+    policy = auto_k(target, drafter, max_width=4)
+    before = (policy.max_width, repr(policy.acceptance))
+    run = speculative_generate(
+        target,
+        drafter,
+        [0],
+        k=policy,
+        max_new_tokens=12,
+        sampling=SamplingConfig(0.0),
+        tree_width="auto",
+    )
+    assert sum(len(r.tokens) for r in run) == 12
+    assert (policy.max_width, repr(policy.acceptance)) == before
