@@ -18,6 +18,7 @@ import dataclasses
 import importlib.util
 import json
 import statistics
+import sys
 from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -66,6 +67,9 @@ class Row:
     predicted_tpp: float | None = None  # the same, with the measured tokens per pass
     efficiency_tpp: float | None = None  # speedup / predicted_tpp: what the loop loses
     busy: int = 0  # busy processes running beside the cell's runs (``busy.busy``)
+    # Prompt runs of the cell whose busy processes ended before the runs did: a cell with any
+    # is flagged here and left out of the tables (``bench_report.held``).
+    busy_died: int = 0
     mean_k: float = 0.0  # drafted tokens per target pass
     judge: str = "token"  # who judged the drafts: "token" or "block"
     # Drafts kept over what judging token by token keeps of the same drafts with the same
@@ -136,21 +140,42 @@ def bench(pair, args, progress=True) -> dict:
             }
             plain = {n: [] for n in loads}
             threads_used = {n: [] for n in loads}
+            died = dict.fromkeys(loads, 0)  # prompt runs whose busy processes ended early
             for i, ids in enumerate(prompts):
                 for rep in range(args.repeats):
                     seed = 1000 * i + rep
                     for n in loads:
-                        with busy(n), fitted(device, wanted) as used:
-                            base = run_cells(pair, ids, sampling, max_new_tokens, seed, args,
-                                             ks, methods, n, cells, plain[n])  # fmt: skip
+                        with busy(n) as procs, fitted(device, wanted) as used:
+                            base = run_cells(
+                                pair,
+                                ids,
+                                sampling,
+                                max_new_tokens,
+                                seed,
+                                args,
+                                ks,
+                                methods,
+                                n,
+                                cells,
+                                plain[n],
+                            )
+                            died[n] += not procs.held
                         threads_used[n].append(used)
                         if n == loads[0]:
                             written[set_name] += base
                         bar.update()
             for n in loads:
-                plains.append(plain_row(set_name, temp, plain[n], n, threads_used[n]))
+                plains.append(plain_row(set_name, temp, plain[n], n, threads_used[n], died[n]))
+                if died[n]:
+                    print(
+                        f"warning: busy processes ended early in {died[n]} of {set_name}'s "
+                        f"runs at T {temp:g} under {n} busy: those cells are flagged "
+                        "(busy_died) and left out of the tables",
+                        file=sys.stderr,
+                    )
             for (kind, k, n), runs in cells.items():
                 rows.append(row(set_name, temp, kind, k, runs, costs, n, methods[kind][2]))
+                rows[-1].busy_died = died[n]
     bar.close()
     return {
         "machine": machine(pair.target.device),
@@ -216,13 +241,17 @@ def run_cells(pair, ids, sampling, max_new_tokens, seed, args, ks, methods, n, c
     return tokens
 
 
-def plain_row(set_name: str, temp: float, runs: list, n: int = 0, threads=()) -> dict:
+def plain_row(
+    set_name: str, temp: float, runs: list, n: int = 0, threads=(), died: int = 0
+) -> dict:
     """The engine's plain target loop against target-only generate: medians over prompts; the
-    torch threads each prompt's runs used under `n` busy processes."""
+    torch threads each prompt's runs used under `n` busy processes, and how many of those runs'
+    busy processes ended before the runs did (`died`)."""
     return {
         "prompt_set": set_name,
         "temperature": temp,
         "busy": n,
+        "busy_died": died,
         "threads": list(threads),
         "generate_tok_s": median([b for b, _ in runs]),
         "plain_tok_s": median([p for _, p in runs]),

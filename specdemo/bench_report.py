@@ -11,11 +11,17 @@ import sys
 from pathlib import Path
 
 
+def held(rows: list[dict]) -> list[dict]:
+    """The rows whose busy processes lasted through every run (``bench.Row.busy_died`` is 0): a
+    cell measured partly quiet is flagged in the JSON and left out of every table."""
+    return [r for r in rows if not r.get("busy_died")]
+
+
 def best_fixed_vs_auto(result: dict) -> list[dict]:
     """Per prompt set, temperature, drafter and load: the best fixed k's speedup next to auto
     k's, and their ratio."""
     groups = {}
-    for r in result["rows"]:
+    for r in held(result["rows"]):
         key = (r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0))
         groups.setdefault(key, []).append(r)
     summary = []
@@ -45,7 +51,7 @@ def block_vs_token(result: dict) -> list[dict]:
     prompts and seeds, and the drafts it kept over what token by token keeps of the same drafts
     with the same uniforms (its own rounds, so the ratio carries no drafting noise)."""
     cells = {}
-    for r in result["rows"]:
+    for r in held(result["rows"]):
         name = r["drafter"].removesuffix(f", {r.get('judge', 'token')}")
         key = (r["prompt_set"], r["temperature"], name, r.get("busy", 0), r["k"])
         cells.setdefault(key, {})[r.get("judge", "token")] = r
@@ -74,7 +80,7 @@ def busy_markdown(result: dict) -> str:
     """A run with ``--busy``: per prompt set, T and number of busy processes, target-only
     `generate`'s tok/s, every fixed K's speedup over it and automatic K's (with its drafted
     tokens per pass), and automatic K over the best fixed K: the table BENCHMARKS shows."""
-    fixed = sorted({r["k"] for r in result["rows"] if r["k"] != "auto"})
+    fixed = sorted({r["k"] for r in held(result["rows"]) if r["k"] != "auto"})
     best = {(s["prompt_set"], s["temperature"], s["drafter"], s["busy"]): s
             for s in best_fixed_vs_auto(result)}  # fmt: skip
     lines = [
@@ -84,7 +90,7 @@ def busy_markdown(result: dict) -> str:
         "|---|---|---|---|" + "---|" * len(fixed) + "---|---|---|",
     ]
     cells = {(r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0), r["k"]): r
-             for r in result["rows"]}  # fmt: skip
+             for r in held(result["rows"])}  # fmt: skip
     for key, s in best.items():
         auto = cells.get((*key, "auto"))
         if auto is None:
@@ -121,12 +127,19 @@ def table(rows: list[dict], cols: list[str], headers: list[str] | None = None) -
 
 def markdown(result: dict) -> str:
     """Every cell, then per set the best fixed k next to automatic k."""
-    rows = [{col: r.get(col) for col in COLUMNS} for r in result["rows"]]
+    rows = [{col: r.get(col) for col in COLUMNS} for r in held(result["rows"])]
     lines = table(rows, COLUMNS)
+    flagged = len(result["rows"]) - len(rows)
+    if flagged:
+        lines += [
+            "",
+            f"Left out: {flagged} cells whose busy processes ended before their runs "
+            "did (`busy_died` in the JSON).",
+        ]
     summary = best_fixed_vs_auto(result)
     if any(s["auto_speedup"] is not None for s in summary):
         lines += ["", *table(summary, list(summary[0]))]
-        if any(s["busy"] for s in summary):  # a run with --busy: each load side by side
+        if any(r.get("busy") for r in result["rows"]):  # a run with --busy: loads side by side
             lines += ["", busy_markdown(result).strip()]
     judges = block_vs_token(result)
     if judges:
@@ -134,7 +147,8 @@ def markdown(result: dict) -> str:
         lines += table(judges, list(judges[0]))
     if result.get("plain_loop"):
         lines += ["", "The engine's plain target loop against target-only generate:", ""]
-        lines += table(result["plain_loop"], list(result["plain_loop"][0]))
+        plain = held(result["plain_loop"])
+        lines += table(plain, list(result["plain_loop"][0])) if plain else []
     head = result.get("draft_head")
     if head and head["rows"]:
         shares = ", ".join(

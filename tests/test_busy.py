@@ -20,11 +20,34 @@ def test_busy_processes_spin_through_the_block_and_are_stopped_after_it_even_on_
         assert none == []
 
 
-def test_a_busy_process_ends_itself_after_its_time_and_a_negative_count_is_refused():
-    with busy(1, seconds=0.2) as (proc,):
-        assert proc.wait(timeout=30) == 0  # it stopped on its own, without being killed
+def test_a_busy_process_that_ended_early_is_said_and_a_negative_count_is_refused():
+    """Only a bound asked for ends one on its own, and the block can tell: a measurement its
+    load did not last through is flagged, not recorded as busy."""
+    with busy(1, seconds=0.2) as procs:
+        assert procs[0].wait(timeout=30) == 0  # it stopped on its own, without being killed
+        assert not procs.held
+    with busy(1) as procs:
+        time.sleep(0.3)
+        assert procs.held  # no timer of its own
     with pytest.raises(ValueError, match=">= 0"), busy(-1):
         time.sleep(0)
+
+
+def test_a_failed_start_stops_the_busy_processes_already_started(monkeypatch):
+    from specdemo import busy as module
+
+    started, real = [], subprocess.Popen
+
+    def popen(*args, **kwargs):
+        if started:
+            raise OSError("no more processes")
+        started.append(real(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(module.subprocess, "Popen", popen)
+    with pytest.raises(OSError, match="no more"), busy(2):
+        pass
+    assert started[0].poll() is not None  # the first one was stopped
 
 
 def test_a_busy_process_ends_when_the_process_that_started_it_is_killed():

@@ -143,13 +143,23 @@ def test_bench_writes_its_tables_with_step_costs(tmp_path, capsys):
 
 
 def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path, monkeypatch):
+    """A load that did not last through its runs (here the second prompt's busy process, ended
+    on purpose) is flagged in the JSON and left out of the tables."""
+    import contextlib
+
     from specdemo import bench, busy
 
     loads = []
 
+    @contextlib.contextmanager
     def counted(n):  # the busy processes that run beside each prompt's runs
         loads.append(n)
-        return busy.busy(n, seconds=60)
+        with busy.busy(n) as procs:
+            if len(loads) == 4:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+            yield procs
 
     monkeypatch.setattr(bench, "busy", counted)
     out = tmp_path / "bench"
@@ -167,15 +177,17 @@ def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path
         (1, 1),
         (1, "auto"),
     ]
-    assert [p["busy"] for p in result["plain_loop"]] == [0, 1]
+    assert [r["busy_died"] for r in result["rows"]] == [0, 0, 1, 1]
+    assert [(p["busy"], p["busy_died"]) for p in result["plain_loop"]] == [(0, 0), (1, 1)]
     best = result["best_fixed_vs_auto"]
-    assert [b["busy"] for b in best] == [0, 1]
+    assert [b["busy"] for b in best] == [0]  # the flagged load is left out
     assert all(
         b["auto_vs_best"] == pytest.approx(b["auto_speedup"] / b["best_speedup"]) for b in best
     )
     table = bench_report.busy_markdown(result)
-    assert table.count("\n| code | 1 |") == 2 and "| **auto K** |" in table
-    assert table.strip() in (out / "bench.md").read_text()
+    assert table.count("\n| code | 1 |") == 1 and "| **auto K** |" in table
+    md = (out / "bench.md").read_text()
+    assert table.strip() in md and "Left out: 2 cells whose busy processes ended" in md
 
 
 @pytest.mark.parametrize(
