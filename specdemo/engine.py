@@ -118,8 +118,9 @@ def speculative_generate(
     ``auto_k``) that chooses it before each round from the rounds so far. `rule` is the
     acceptance rule (``sampling.RULES``: the exact one, or a classic mistake for teaching; the
     drafter must have been made with the same rule). `stats`, if given, and a copy of the policy
-    observe every round (the caller's policy is left as it was given); `on_verdict` sees each round's ``Verdict`` before its Round is yielded, with
-    the rows of p and q the rule judged (the step-through's microscope draws them).
+    observe every round (the caller's policy is left as it was given); `on_verdict` sees each
+    round's ``Verdict`` before its Round is yielded, with the rows of p and q the rule judged
+    (the step-through's microscope draws them).
 
     `tree_width` > 1 verifies a tree instead of a chain (``tree``): at each depth the draft's
     token and up to `tree_width` - 1 siblings drawn from the same q without replacement, judged
