@@ -1472,8 +1472,9 @@ def workshop_laptop() -> str:
     """WORKSHOP's laptops: a first start, later starts and memory, from startup.json."""
     f = startup_figures()
     return (
-        f"On a laptop, as {f['where']} (`bench/startup.json`): the first start converts the "
-        f"models in {f['cold']}, and later starts are ready in {f['ready']}. The running app "
+        f"As {f['where']} (`bench/startup.json`), a machine the size of a workshop laptop: the "
+        f"first start converts the models in {f['cold']}, and later starts are ready in "
+        f"{f['ready']}. The running app "
         f"holds {f['resident']} ({f['warm peak']} at peak while loading); the one-time "
         f"conversion peaks at {f['convert peak']}, so on a laptop with little more memory than "
         "that, close other programs for the first start, or copy a cache converted on one "
