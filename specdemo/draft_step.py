@@ -6,10 +6,10 @@ on a GPU that path costs host-side dispatch per layer, so a 24-layer draft costs
 keeps the cache in fixed buffers (transformers' ``StaticCache``, rolled back by moving its
 length), so the one-token step has fixed shapes and addresses and reads nothing back to the
 host; with ``graph=True`` on CUDA that step is captured once as a CUDA graph and replayed, one
-launch for all its kernels. Both compute the same logits; the mode is a speed setting, never a
-change to what is sampled. "auto", the default, runs whichever of eager and graph measures
-faster on CUDA, and eager elsewhere: measuring is ``profile``'s (``profile.draft_step_for``),
-which builds on this module.
+launch for all its kernels. Both compute the same logits up to rounding (a captured kernel may
+add in another order); the mode is a speed setting, never a change to the rule that samples.
+"auto", the default, runs whichever of eager and graph measures faster on CUDA, and eager
+elsewhere: measuring is ``profile``'s (``profile.draft_step_for``), which builds on this module.
 The target's passes run on the same machinery (``target_step``).
 """
 

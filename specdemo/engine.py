@@ -27,7 +27,7 @@ from specdemo.sampling import (
     next_token,
     resolve_rule,
 )
-from specdemo.target_profile import target_step_for
+from specdemo.target_profile import target_step_for, target_step_kind
 from specdemo.theory import StepCosts
 from specdemo.verify import Verdict, check_judge
 from specdemo.verify_pass import check_draft, sprout, verify_round, verify_tree_round
@@ -137,7 +137,7 @@ def speculative_generate(
 
     `target_step` is how the target's passes run (``target_step``: "eager", "static", "graph"
     or "auto"; None: $SPECDEMO_TARGET_STEP, else ``target_step.DEFAULT_TARGET_STEP``, eager);
-    every mode gives the same logits.
+    every mode gives the same logits up to rounding (``target_step``).
     """
     context = as_list(input_ids)
     check_judge(verify)
@@ -203,7 +203,7 @@ def speculative_generate(
             on_verdict(verdict)
         tokens, finished = stopper.cut(kept + [verdict.next_token])
         r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
-                         verify_time, tree)  # fmt: skip
+                         verify_time, tree, runner.pass_time)  # fmt: skip
         for observe in observers:
             observe(r)
         context += tokens
@@ -329,7 +329,7 @@ def generate(
             target,
             proposer,
             input_ids,
-            k=resolve_k(k, target, proposer, tree_width),
+            k=resolve_k(k, target, proposer, tree_width, target_step),
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
@@ -345,26 +345,31 @@ def generate(
     return Result(tokens=[t for r in rounds for t in r.tokens], stats=stats, rounds=rounds)
 
 
-def resolve_k(k: int | str | AutoK, target, drafter, tree_width: int | str = 1) -> int | AutoK:
-    """A fixed k or a policy as given; "auto" as a policy on this pair's step costs, choosing
-    tree widths up to AUTO_TREE_WIDTH where `tree_width` is "auto", up to a whole number
-    `tree_width`, else the chain."""
+def resolve_k(
+    k: int | str | AutoK, target, drafter, tree_width: int | str = 1, target_step=None
+) -> int | AutoK:
+    """A fixed k or a policy as given; "auto" as a policy on this pair's step costs with the
+    target's passes in `target_step` mode, choosing tree widths up to AUTO_TREE_WIDTH where
+    `tree_width` is "auto", up to a whole number `tree_width`, else the chain."""
     if k == "auto":
-        return auto_k(target, drafter, AUTO_TREE_WIDTH if tree_width == "auto" else tree_width)
+        width = AUTO_TREE_WIDTH if tree_width == "auto" else tree_width
+        return auto_k(target, drafter, width, target_step)
     check_k(k)
     return k
 
 
-def auto_k(target, drafter: Drafter, max_width: int = 1) -> AutoK:
+def auto_k(target, drafter: Drafter, max_width: int = 1, target_step=None) -> AutoK:
     """Automatic K on this target and drafter's step costs (``profile_of``)."""
-    return AutoK(profile_of(target, drafter), max_width=max_width)
+    return AutoK(profile_of(target, drafter, target_step), max_width=max_width)
 
 
-def profile_of(target, drafter: Drafter) -> StepCosts:
+def profile_of(target, drafter: Drafter, target_step: str | None = None) -> StepCosts:
     """The step costs automatic K and the cost model price rounds with, measured once per
-    target, draft, head and step mode on this machine (``profile.costs_for``); a drafter with
-    no draft model (prompt lookup) drafts free."""
+    target and the mode its passes run in (`target_step`, resolved as ``speculative_generate``
+    does: ``target_profile.target_step_kind``), and per draft, head and step mode, on this
+    machine (``profile.costs_for``); a drafter with no draft model (prompt lookup) drafts free."""
+    mode = target_step_kind(target, target_step)
     model = drafter.draft_model
     if model is None:
-        return costs_for(target)
-    return costs_for(target, model.model, model.head_rows, model.step.kind)
+        return costs_for(target, target_mode=mode)
+    return costs_for(target, model.model, model.head_rows, model.step.kind, mode)

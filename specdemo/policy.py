@@ -335,9 +335,11 @@ class AutoK:
             self.acceptance.setdefault(round_evidence(r), Acceptance()).add(r.k, r.n_accepted)
         if r.source == "model":  # a copy's siblings are fixed, not drawn from q: not counted
             self.siblings.add(r)
-        # A time of 0 was not measured (a round replayed or built by hand).
-        if r.verify_time > 0:
-            self.pass_seconds = LIVE_DECAY * self.pass_seconds + r.verify_time
+        # The target's pass alone, as the profile timed it (no judge, no re-prefill, no
+        # capture); a round built by hand gives its verify time. 0 was not measured.
+        seconds = r.verify_time if r.pass_time is None else r.pass_time
+        if seconds > 0:
+            self.pass_seconds = LIVE_DECAY * self.pass_seconds + seconds
             self.pass_profiled = LIVE_DECAY * self.pass_profiled + self.costs.pass_seconds(r.rows)
         drafted = r.source == "model" and r.draft_steps > 0
         # Only a round after a drafting round shows the steady state's extra.

@@ -3,10 +3,12 @@
 ``measure_costs`` times a few forward passes with a warm KV cache: one plain target step, one
 draft step as the drafter runs it (its head, ``draft_vocab.context_head``, whose spare rows for
 the text's ids cost their matmul filled or not, and its step mode, ``draft_step``), and target
-verify passes over k + 1 tokens. ``costs_for`` keeps the target's steps per target and a
-draft step per draft, head and mode, so only the first request (or the app's warm-up) pays the
-few seconds it takes. Every lap synchronises the device (``lm.Stopwatch``): on CUDA a cost is the
-work done, not the time to queue it.
+verify passes over k + 1 tokens, in the step mode the target runs (``target_step``: eager,
+static or graph; a graph is captured in the warm-up round, outside the times). ``costs_for``
+keeps the target's steps per target and mode and a draft step per draft, head and mode, so only
+the first request in a mode (or the app's warm-up) pays the few seconds it takes, and automatic
+K divides a request's passes by the same passes, in the same mode. Every lap synchronises the
+device (``lm.Stopwatch``): on CUDA a cost is the work done, not the time to queue it.
 """
 
 import statistics
@@ -17,6 +19,7 @@ import torch
 from specdemo.draft_step import make_draft_step, resolve_draft_step
 from specdemo.draft_vocab import context_head
 from specdemo.lm import Stopwatch, forward
+from specdemo.target_step import make_target_step
 from specdemo.theory import StepCosts
 from specdemo.vocab import vocab_size
 
@@ -27,7 +30,8 @@ COPY_KS = (16, 32)
 COPY_REPEATS = 3  # a wide pass varies less than a step and costs several: fewer repeats
 PROFILE_CONTEXT = 64  # tokens already in the cache when a step is timed
 
-# target -> {"target": StepCosts without a draft, (id(draft), head_rows): seconds of a draft step}
+# target -> {("target", mode): StepCosts without a draft,
+#            (id(draft), head_rows, mode): seconds of a draft step}
 _profiles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -75,33 +79,71 @@ def timed_draft_step(draft, context: list[int], head, step: str | None, repeats:
     return statistics.median(times[1:]), runner
 
 
+@torch.inference_mode()
+def step_pass_seconds(
+    model, context: list[int], widths, mode: str = "eager", repeats: int = 5
+) -> dict[int, float]:
+    """``pass_seconds`` through the target's step object in `mode` (``target_step``), as the
+    engine runs its verify passes: a static cache, or CUDA graphs captured in the warm-up round
+    (outside the times)."""
+    runner = make_target_step(model, mode)
+    runner.fits(len(context) + max(widths))
+    runner.run(context)
+    clock, times = Stopwatch(model.device), {n: [] for n in widths}
+    for _ in range(repeats + 1):  # the first round is a warm-up (and a graph's capture)
+        for n in widths:
+            clock.lap()
+            runner.verify(context[-n:])
+            times[n].append(clock.lap())
+            runner.crop(n)
+    return {n: statistics.median(t[1:]) for n, t in times.items()}
+
+
 def measure_costs(
-    target, draft, input_ids: list[int], ks=PROFILE_KS, head=None, repeats: int = 5, step=None
+    target,
+    draft,
+    input_ids: list[int],
+    ks=PROFILE_KS,
+    head=None,
+    repeats: int = 5,
+    step=None,
+    target_mode: str = "eager",
 ) -> StepCosts:
-    """Median seconds of each step at the context `input_ids`; no draft (None) costs 0."""
-    seconds = pass_seconds(target, input_ids, (1, *(k + 1 for k in ks)), repeats=repeats)
+    """Median seconds of each step at the context `input_ids`, the target's passes in
+    `target_mode`; no draft (None) costs 0."""
+    widths = (1, *(k + 1 for k in ks))
+    seconds = step_pass_seconds(target, input_ids, widths, target_mode, repeats)
     t_draft = 0.0
     if draft is not None:
         t_draft = draft_seconds(draft, input_ids, head, step, repeats)
     return StepCosts(t_step=seconds[1], t_draft=t_draft, t_verify={k: seconds[k + 1] for k in ks})
 
 
-def target_costs(target, context: list[int]) -> StepCosts:
+def target_costs(target, context: list[int], mode: str = "eager") -> StepCosts:
     """The target's steps and its verify passes for a draft model's K (``PROFILE_KS``) and for
-    the longer copies (``COPY_KS``, fewer repeats), at `context`."""
-    costs = measure_costs(target, None, context)
-    wide = pass_seconds(target, context, [k + 1 for k in COPY_KS], repeats=COPY_REPEATS)
+    the longer copies (``COPY_KS``, fewer repeats), at `context`, in step mode `mode`."""
+    costs = measure_costs(target, None, context, target_mode=mode)
+    wide = step_pass_seconds(target, context, [k + 1 for k in COPY_KS], mode, COPY_REPEATS)
     return StepCosts(costs.t_step, 0.0, {**costs.t_verify, **{n - 1: t for n, t in wide.items()}})
 
 
-def costs_for(target, draft=None, head_rows: int | None = None, step: str = "eager") -> StepCosts:
+def costs_for(
+    target,
+    draft=None,
+    head_rows: int | None = None,
+    step: str = "eager",
+    target_mode: str = "eager",
+) -> StepCosts:
     """The profile of this target with this draft (None: prompt lookup, no draft step),
     measured at a synthetic context of PROFILE_CONTEXT tokens. The target's steps are measured
-    once and shared by every draft; a draft's step once per draft, head and step mode."""
+    once per step mode it runs in (`target_mode`: "eager", "static" or "graph", as resolved by
+    ``target_profile.target_step_kind``) and shared by every draft; a draft's step once per
+    draft, head and step mode (`step`)."""
     measured = _profiles.setdefault(target, {})
-    if "target" not in measured:
-        measured["target"] = target_costs(target, synthetic_context(target))
-    costs = measured["target"]
+    if ("target", target_mode) not in measured:
+        context = synthetic_context(target)
+        measured["target", target_mode] = target_costs(target, context, target_mode)
+    costs = measured["target", target_mode]
     if draft is None:
         return costs
     key = (id(draft), head_rows, step)
@@ -128,17 +170,33 @@ def captured_draft_seconds(target, draft, head_rows: int | None = None) -> float
     return measured[key]
 
 
-# draft model -> the step mode ``fastest_draft_step`` measured fastest for it
+# model -> {"draft" or "target": the step mode "auto" measured fastest for it in that role
+# (``fastest_draft_step``, ``target_profile.fastest_target_step``)}
 _fastest: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fastest_mode(model, role: str, measure) -> str:
+    """The step mode "auto" runs `model` in as the pair's `role` ("draft" or "target"):
+    ``measure()`` the first time, kept for the model's life (and carried to later calls by
+    ``measured_for``)."""
+    modes = _fastest.setdefault(model, {})
+    if role not in modes:
+        modes[role] = measure()
+    return modes[role]
 
 
 def measured_for(target, draft) -> dict:
     """What this process has measured for the pair, as plain values to carry to another process:
-    the step costs (``costs_for``, ``captured_draft_seconds``) and the draft step's fastest mode.
-    A ZeroGPU call runs in a fork of the main process that keeps nothing it writes; its caller
-    keeps this and hands it to the next call (``restore_measured``), so each is measured once.
-    Draft models are keyed by id(), which a fork of the same process shares."""
-    return {"profiles": dict(_profiles.get(target, {})), "fastest": _fastest.get(draft)}
+    the step costs (``costs_for``, ``captured_draft_seconds``) and the fastest step mode of each
+    model. A ZeroGPU call runs in a fork of the main process that keeps nothing it writes; its
+    caller keeps this and hands it to the next call (``restore_measured``), so each is measured
+    once and the target runs in the mode its profile was timed in. Draft models are keyed by
+    id(), which a fork of the same process shares."""
+    return {
+        "profiles": dict(_profiles.get(target, {})),
+        "fastest": dict(_fastest.get(draft, {})),
+        "target_fastest": dict(_fastest.get(target, {})),
+    }
 
 
 def restore_measured(target, draft, measured: dict | None) -> None:
@@ -146,8 +204,9 @@ def restore_measured(target, draft, measured: dict | None) -> None:
     if not measured:
         return
     _profiles.setdefault(target, {}).update(measured["profiles"])
-    if measured["fastest"] is not None:
-        _fastest.setdefault(draft, measured["fastest"])
+    for model, modes in ((draft, measured["fastest"]), (target, measured.get("target_fastest"))):
+        for role, mode in (modes or {}).items():
+            _fastest.setdefault(model, {}).setdefault(role, mode)
 
 
 def draft_step_for(model, head=None, step: str | None = None):
@@ -163,12 +222,14 @@ def fastest_draft_step(draft, head=None, modes=("eager", "graph"), repeats: int 
     """The mode of `modes` whose draft step measures fastest for `draft` with `head`, once per
     draft model (its first request pays the measurement); a graph whose capture failed is not
     a candidate. On CUDA: eager against a captured graph."""
-    if draft not in _fastest:
-        context = synthetic_context(draft)
-        _fastest[draft] = fastest_of(
+    context = synthetic_context(draft)
+    return fastest_mode(
+        draft,
+        "draft",
+        lambda: fastest_of(
             modes, lambda mode: timed_draft_step(draft, context, head, mode, repeats)
-        )
-    return _fastest[draft]
+        ),
+    )
 
 
 def fastest_of(modes, timed) -> str:

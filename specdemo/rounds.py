@@ -56,11 +56,15 @@ class Round:
     origin: int | None = None
     match: int = 0
     anchored: bool = False
+    # The target's pass alone, within verify_time (which also holds the judge and any re-prefill
+    # of a static cache that started over): 0 where the pass captured a CUDA graph (a capture,
+    # not a pass); None where it was not timed apart (a round built by hand).
+    pass_time: float | None = None
 
     @classmethod
     def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
                k_asked: int, draft_time: float, verify_time: float,
-               tree=None) -> "Round":  # fmt: skip
+               tree=None, pass_time: float | None = None) -> "Round":  # fmt: skip
         """The round a drafter's ``Proposal`` (whose tokens are `draft`) and the rule's
         ``verify.Verdict`` on it make, emitting `tokens`; `tree`, the ``tree.Fishbone`` the
         target judged, where the round was a tree."""
@@ -82,6 +86,7 @@ class Round:
             tokens=tokens,
             draft_time=draft_time,
             verify_time=verify_time,
+            pass_time=pass_time,
             draft_steps=proposal.draft_steps,
             finished=finished,
             k_asked=k_asked,

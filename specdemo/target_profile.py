@@ -3,22 +3,19 @@
 Off CUDA "auto" is eager and nothing is measured. On CUDA ``fastest_target_step`` times the
 eager passes against the captured ones, a plain step and a verify pass of each of TIMED_ROWS
 with a warm cache (``timed_target_step``), once per target model; a graph whose capture failed
-is no candidate. The draft's step is measured the same way (``profile.fastest_draft_step``).
+is no candidate. The draft's step is measured the same way (``profile.fastest_draft_step``), and
+both picks are kept in one registry (``profile.fastest_mode``) that ZeroGPU's later calls get.
 """
 
 import statistics
-import weakref
 
 import torch
 
 from specdemo.lm import Stopwatch
-from specdemo.profile import fastest_of, synthetic_context
+from specdemo.profile import fastest_mode, fastest_of, synthetic_context
 from specdemo.target_step import make_target_step, resolve_target_step
 
 TIMED_ROWS = (1, 5)  # a plain step and the verify pass of K = 4
-
-# target model -> the step mode ``fastest_target_step`` measured fastest for it
-_fastest: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def target_step_for(model, step: str | None = None):
@@ -55,9 +52,11 @@ def fastest_target_step(model, modes=("eager", "graph"), repeats: int = 5) -> st
     """The mode of `modes` whose passes measure fastest for the target `model`, once per model
     (its first request pays the measurement); a graph whose capture failed is not a
     candidate. On CUDA: eager against captured graphs."""
-    if model not in _fastest:
-        context = synthetic_context(model)
-        _fastest[model] = fastest_of(
+    context = synthetic_context(model)
+    return fastest_mode(
+        model,
+        "target",
+        lambda: fastest_of(
             modes, lambda mode: timed_target_step(model, context, mode, repeats=repeats)
-        )
-    return _fastest[model]
+        ),
+    )

@@ -9,9 +9,12 @@ transformers' own path (``lm.forward`` and ``lm.tree_forward`` on a ``DynamicCac
 (``draft_step``): each pass has fixed shapes per row count, reads the cache's length as a tensor
 (a Python int would be frozen by a capture) and builds its mask on the device, so with
 ``graph=True`` on CUDA each pass a request uses is captured once per row count, on first use,
-and replayed. Every mode
-computes the same logits. The mode: `target_step=`, else $SPECDEMO_TARGET_STEP, else eager
-(DEFAULT_TARGET_STEP); "auto" is eager off CUDA and measured on CUDA (``target_profile``).
+and replayed. Every mode computes the same logits up to rounding: a captured or batched pass may
+add in another order (on an H200 graph and eager differed by 2.3% of the largest logit and
+flipped an argmax, docs/bench/gpu-smoke-h200.md), so the exactness of what is sampled holds in
+each mode, and greedy identity between modes holds only where no near-tie rounds the other way.
+The mode: `target_step=`, else $SPECDEMO_TARGET_STEP, else eager (DEFAULT_TARGET_STEP); "auto"
+is eager off CUDA and measured on CUDA (``target_profile``).
 """
 
 import os
@@ -24,9 +27,10 @@ from specdemo.tree import keep_rows, sliding
 
 TARGET_STEPS = STEPS  # the draft's modes
 ENV_TARGET_STEP = "SPECDEMO_TARGET_STEP"
-# Unset, the target runs eager on every device: a capture's seconds are not in a ZeroGPU call's
-# budget (``app.page.gpu``) and the captured target's speed is not measured on a GPU
-# (docs/BENCHMARKS.md), so "auto" and "graph" are asked for, never assumed.
+# Unset, the target runs eager on every device: the captured target's speed is not measured on
+# a GPU (docs/BENCHMARKS.md), and each ZeroGPU call, a fresh fork, would pay its captures again
+# (``app.page.gpu`` asks for them in its budget), so "auto" and "graph" are asked for, never
+# assumed.
 DEFAULT_TARGET_STEP = "eager"
 
 

@@ -3,13 +3,15 @@ target's cache is rolled back to what was kept.
 
 A round is a chain (the last emitted token and the k drafts) or a fishbone (``tree``: the chain
 and siblings drawn from the draft's own q). Both run through the target's step object
-(``target_step``: eager, static or captured, the same logits), which owns the target's KV cache;
-the engine's loop (``engine.speculative_generate``) calls these once per round.
+(``target_step``: eager, static or captured, the same logits up to rounding), which owns the
+target's KV cache; the engine's loop (``engine.speculative_generate``) calls these once per
+round.
 """
 
 import torch
 
 from specdemo.drafters import Proposal
+from specdemo.lm import Stopwatch
 from specdemo.sampling import EXACT, AcceptanceRule, logits_to_probs, pad_vocab
 from specdemo.traversal import traverse
 from specdemo.tree import Fishbone, draw_siblings
@@ -40,7 +42,7 @@ def verify_round(
     device = runner.model.device
     draft = proposal.tokens.to(device)
     feed = torch.cat([torch.tensor([last], device=device), draft])
-    logits = runner.verify(feed)  # (k+1, vocab)
+    logits = timed_verify(runner, feed)  # (k+1, vocab)
     if sampling.greedy:
         verdict = verify_greedy(draft, logits)
     else:
@@ -73,7 +75,7 @@ def verify_tree_round(runner, last: int, tree: Fishbone, q, sampling, generator,
     pass (a tree mask: ``lm.tree_forward``), ``tree.judge`` walks it (root to leaf, or leaf to
     root as a block: `judge`), and the cache keeps the prefix and the kept path. Returns the
     ``tree.TreeVerdict``."""
-    logits = runner.verify([last, *tree.tokens], tree.parents)  # (rows, vocab)
+    logits = timed_verify(runner, [last, *tree.tokens], tree.parents)  # (rows, vocab)
     if q is None:  # a copied tree: its children fixed, each judged with a one-hot q
         verdict = judge_tree(tree, logits_to_probs(logits, sampling), None, generator)
         runner.keep(verdict.rows)
@@ -84,3 +86,16 @@ def verify_tree_round(runner, last: int, tree: Fishbone, q, sampling, generator,
     verdict = walk(tree, p, pad_vocab(q.to(runner.model.device), vocab), generator)
     runner.keep(verdict.rows)
     return verdict
+
+
+def timed_verify(runner, tokens, parents=None):
+    """``runner.verify(tokens, parents)``, its seconds alone kept as ``runner.pass_time`` for the
+    round's record and automatic K's load (the same passes its profile timed, without the judge);
+    0 where the pass captured a CUDA graph (``draft_step.StaticDraftStep.capture``): a capture,
+    not a pass."""
+    captured = getattr(runner, "capture_seconds", 0.0)
+    clock = Stopwatch(runner.model.device)
+    logits = runner.verify(tokens, parents)
+    seconds = clock.lap()
+    runner.pass_time = 0.0 if getattr(runner, "capture_seconds", 0.0) != captured else seconds
+    return logits

@@ -395,3 +395,24 @@ def test_a_run_leaves_the_policy_it_is_given_as_it_was():
     )
     assert sum(len(r.tokens) for r in run) == 12
     assert (policy.max_width, repr(policy.acceptance)) == before
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_each_round_times_the_targets_pass_apart_from_its_judge(tiny_qwen, mode):
+    """The pass alone (what automatic K's load compares with the profile's same passes) is
+    within the round's verify time, which also holds the judge."""
+    sampling = SamplingConfig(1.0)
+    drafter = ModelDrafter(noisy_copy(tiny_qwen, 0.3), sampling)
+    generator = make_generator(0, tiny_qwen.device)
+    run = speculative_generate(
+        tiny_qwen,
+        drafter,
+        [1, 2, 3],
+        k=3,
+        sampling=sampling,
+        max_new_tokens=12,
+        target_step=mode,
+        generator=generator,
+    )
+    rounds = list(run)
+    assert rounds and all(0 < r.pass_time <= r.verify_time for r in rounds)

@@ -388,3 +388,19 @@ def test_siblings_measured_as_never_kept_turn_the_tree_back_into_a_chain():
         assert policy.siblings.rates(1, SIBLING_PRIOR)[0] == pytest.approx(
             (kept_n + 2 * SIBLING_PRIOR) / (judged + 2)
         )
+
+
+def test_the_load_compares_the_targets_passes_alone_with_the_profiles():
+    """A round's verify time also holds the judge and any re-prefill; the profile timed passes
+    alone. A pass that ran at its profiled time is a load of 1 whatever the rest took, and a
+    pass that captured a CUDA graph (its pass time 0) is not priced at all."""
+    policy = AutoK(XEON)
+    r = fake_round(3, 1)
+    rows = XEON.pass_seconds(r.rows)
+    policy.update(dataclasses.replace(r, verify_time=3 * rows, pass_time=rows))
+    assert policy.load == pytest.approx(1.0)
+    policy.update(dataclasses.replace(r, verify_time=50 * rows, pass_time=0.0))  # a capture
+    assert policy.load == pytest.approx(1.0)
+    control = AutoK(XEON)  # the verify time as the load's measure: three times too busy
+    control.update(dataclasses.replace(r, verify_time=3 * rows))
+    assert control.load == pytest.approx(3.0)

@@ -48,3 +48,42 @@ def test_the_profiled_draft_step_runs_the_head_the_drafter_runs(monkeypatch):
     assert (head.rows, head.spare) == (model.head.rows, model.head.spare) and head.spare > 0
     assert head.weight.data_ptr() == model.head.weight.data_ptr()
     assert torch.equal(head.all_ids[: head.rows], model.head.all_ids[: model.head.rows])
+
+
+def test_the_targets_passes_are_timed_in_the_mode_the_request_runs_them(monkeypatch):
+    """On a fake clock where the static cache's passes take half the eager ones: automatic K for
+    a request whose target runs static is priced on static passes, each mode timed once and
+    kept apart; a profile timed eager would price that request at twice its passes."""
+    from specdemo import engine
+    from specdemo.drafters import LookupDrafter
+
+    unit = {"eager": 2.0, "static": 1.0}  # seconds per row of a pass, by mode
+    timed = []
+
+    def fake(model, context, widths, mode="eager", repeats=5):
+        timed.append(mode)
+        return {n: unit[mode] * n for n in widths}
+
+    monkeypatch.setattr(profile, "step_pass_seconds", fake)
+    target = tiny_model("qwen2", seed=0)
+    static = engine.auto_k(target, LookupDrafter(), target_step="static").costs
+    assert (static.t_step, static.pass_seconds(5)) == (1.0, 5.0)
+    eager = engine.profile_of(target, LookupDrafter(), "eager")
+    assert (eager.t_step, eager.pass_seconds(5)) == (2.0, 10.0)
+    assert engine.profile_of(target, LookupDrafter(), "static") == static
+    assert timed.count("static") == timed.count("eager") == 2  # the chain's widths, the copies'
+
+
+def test_the_fastest_modes_travel_to_a_later_call_with_the_profiles():
+    """A ZeroGPU call is a fork that keeps nothing: what "auto" measured fastest for the target
+    and the draft goes back to the caller and on to the next call, with the profiles timed in
+    that mode."""
+    target, draft = tiny_model("qwen2", seed=0), tiny_model("qwen2", seed=1)
+    profile.fastest_mode(target, "target", lambda: "graph")
+    profile.fastest_mode(draft, "draft", lambda: "eager")
+    carried = profile.measured_for(target, draft)
+    profile._fastest.clear()  # the next call starts bare
+    profile.restore_measured(target, draft, carried)
+    assert profile.fastest_mode(target, "target", lambda: "measured again") == "graph"
+    assert profile.fastest_mode(draft, "draft", lambda: "measured again") == "eager"
+    profile._fastest.clear()
