@@ -1,11 +1,13 @@
 """The race told in words: the side-by-side table of a speculative run and the target alone, and
-the notes under it (whether their tokens agree, what the judge kept beside what token by token
-would have kept, and which run was replayed from an earlier measurement).
+the notes under it (whether the two ran under uneven loads, whether their tokens agree, what the
+judge kept beside what token by token would have kept, and which run was replayed from an
+earlier measurement).
 """
 
 import time
 
 from specdemo.app.config import RunConfig
+from specdemo.app.generate.loads import spec_load, target_load, uneven_loads
 from specdemo.app.generate.race import SpecRun, TargetRun
 from specdemo.app.spans import Span
 from specdemo.rounds import Stats
@@ -40,8 +42,9 @@ def comparison_markdown(
     spec: SpecRun | None, target: TargetRun | None, finished: RunConfig | None = None
 ) -> str:
     """The side-by-side numbers, a run still to come showing dots; once both runs have
-    `finished` (under that config), the speedup, and a note on whether their tokens agree and
-    on any run answered from the store (``replay_note``). Until then the speedup waits: a rate
+    `finished` (under that config), the speedup, with the two loads where they are uneven
+    (``loads.uneven_loads``), and a note on whether their tokens agree and on any run answered
+    from the store (``replay_note``). Until then the speedup waits: a rate
     measured on a run's first tokens is not its rate over the answer."""
     speedup = "… (when both finish)"
     if finished is not None and spec and target and target.tokens_per_s:
@@ -61,6 +64,8 @@ def comparison_markdown(
     lines = ["| | Speculative | Target alone |", "|---|---:|---:|"]
     lines += [f"| {name} | {a} | {b} |" for name, a, b in rows]
     if finished is not None:
+        uneven = uneven_loads(spec_load(spec), target_load(target, spec.profile))
+        lines += ["", uneven] if uneven else []
         lines += ["", same_tokens_note(spec.tokens, target.tokens, finished.temperature == 0)]
         note = judge_note(spec.stats) if spec.tokens else ""
         lines += ["", note] if note else []

@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from statistics import mean
 
+from specdemo.app.generate.loads import uneven_loads
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.defaults import DEFAULTS
 from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
@@ -122,9 +123,10 @@ MORE = "More on the costs"  # opens what the note's one sentence leaves out
 
 def cost_note(runs: list[RunRecord]) -> str:
     """One sentence, from the measured numbers, on why the latest run's group's two curves
-    differ; under it, closed (an HTML ``<details>``, which ``gr.Markdown`` keeps), where the
-    verify cost jumps, what a tree costs, why a GPU's draft step costs what it does, how much of
-    the measured runs' time the formulas leave out, and a change of load. Every ratio comes from
+    differ, and beside it any uneven loads its two halves ran under (``uneven``); under it,
+    closed (an HTML ``<details>``, which ``gr.Markdown`` keeps), where the verify cost jumps,
+    what a tree costs, why a GPU's draft step costs what it does, how much of the measured runs'
+    time the formulas leave out, and a change of load. Every ratio comes from
     the profile, whose timings were taken in turns under one load; a run timed on a busier
     machine says so (``load_note``) instead of mixing the two."""
     if not runs:
@@ -143,7 +145,7 @@ def cost_note(runs: list[RunRecord]) -> str:
             f"{verify:.2f} plain steps, which no pass can cost, so the machine's load changed "
             "while it was timed; restart the app on a quieter machine to re-profile.*"
         )
-        return disturbed + more(load_note(runs[-1]))
+        return disturbed + uneven(runs[-1]) + more(load_note(runs[-1]))
     c = curve.costs.c
     draft = f"a draft step {c:.2f} of one" if c else "a copied draft costs no model step"
     best, textbook = curve.best_k, curve.textbook_best_k
@@ -157,7 +159,7 @@ def cost_note(runs: list[RunRecord]) -> str:
         f"(K = {best}), while the textbook's, which charges a verify as one step, peaks at "
         f"{textbook_peak:.2f}× (K = {textbook}){level}."
     )
-    headline += copy_sentence(runs[-1])
+    headline += copy_sentence(runs[-1]) + uneven(runs[-1])
     return headline + more(
         jump_sentence(curve.costs),
         tree_sentence(runs[-1]),
@@ -165,6 +167,13 @@ def cost_note(runs: list[RunRecord]) -> str:
         overhead_sentence(group),
         load_note(runs[-1]),
     )
+
+
+def uneven(run: RunRecord) -> str:
+    """Beside the measured speedup, not under the fold: where the run's two halves ran under
+    loads more than ``loads.LOAD_GAP`` apart, the sentence that says so (``uneven_loads``)."""
+    sentence = uneven_loads(run.spec_load, run.target_load)
+    return f" {sentence}" if sentence else ""
 
 
 def copy_sentence(run: RunRecord) -> str:
@@ -333,18 +342,18 @@ def baseline(run: RunRecord) -> str:
 
 
 def load_note(run: RunRecord) -> str:
-    """When the run's own plain step (the target alone's median token) took more than BUSY
-    times the profile's, or less than 1/BUSY, the machine's load changed since the profile:
+    """When the target alone's steps took more than BUSY times the profile's price, or less
+    than 1/BUSY (``RunRecord.target_load``), the machine's load changed since the profile:
     say by how much, that automatic K priced its choices at the load it measured, and on how
     many threads the runs computed where other work left fewer than every core; "" otherwise.
     (The draft step is not compared: the engine's includes its sampling, the profile's does
     not.)"""
-    own, profiled = run.t_step, run.cost_t_step
-    if not own or not profiled or 1 / BUSY <= own / profiled <= BUSY:
+    load = run.target_load
+    if not load or 1 / BUSY <= load <= BUSY:
         return ""
     note = (
         f" *The machine's load changed since the profile: this run's target steps took "
-        f"{own / profiled:.1f}× the profiled time, so its measured speedup carries that load."
+        f"{load:.2f}× the profiled time, so its measured speedup carries that load."
     )
     if run.policy_load:
         note += (

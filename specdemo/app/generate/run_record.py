@@ -13,6 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 
 from specdemo.app.config import RunConfig
+from specdemo.app.generate.loads import spec_load, target_load
 from specdemo.app.generate.race import SpecRun, TargetRun
 from specdemo.policy import Acceptance, SiblingAcceptance
 from specdemo.theory import StepCosts, expected_tree_tokens_per_pass, sibling_chance
@@ -98,6 +99,9 @@ class RunRecord:
     target_step: str = ""  # how the target's passes ran, both runs alike: "eager", "graph", ...
     threads: int | None = None  # torch threads both runs used, on a CPU
     policy_load: float | None = None  # automatic K's measured load (``AutoK.load``)
+    # Each half's target passes as timed over their profiled price (``loads``).
+    spec_load: float | None = None
+    target_load: float | None = None
 
     @classmethod
     def of(cls, config: RunConfig, spec: SpecRun, target: TargetRun) -> "RunRecord":
@@ -184,6 +188,8 @@ class RunRecord:
             target_step=spec.target_step,
             threads=spec.threads,
             policy_load=spec.load,
+            spec_load=spec_load(spec),
+            target_load=target_load(target, profile),
         )
 
     @property

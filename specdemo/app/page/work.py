@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import threading
-import time
 from collections.abc import Iterator
 
 from specdemo.app import charts
@@ -23,6 +22,7 @@ from specdemo.app.errors import user_errors
 from specdemo.app.exact import exactness as exact
 from specdemo.app.exact import histograms, joint, verdicts
 from specdemo.app.generate import race
+from specdemo.app.generate.cadence import Cadence
 from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.jobs import ExactnessCheck, Race, StepThrough
 from specdemo.app.step import lesson, microscope, stepping
@@ -32,41 +32,29 @@ from specdemo.profile import costs_for, measured_for, restore_measured
 from specdemo.text import token_labels
 from specdemo.threads import choose, each_step
 
-STREAM_EVERY = 0.1  # seconds between streamed runs (a slow round streams every round)
-
-
-def throttled(iterator, seconds: float = STREAM_EVERY):
-    """(item, is_last) pairs, at most one every `seconds`; the last item always comes."""
-    item, shown = None, 0.0
-    for item in iterator:
-        if time.perf_counter() - shown >= seconds:
-            shown = time.perf_counter()
-            yield item, False
-    if item is not None:
-        yield item, True
-
 
 def run_race(
     pair, request: Race, measured: dict | None = None
 ) -> Iterator[tuple[str, object, bool]]:
-    """The race's runs as they grow, at most one every STREAM_EVERY s, the last always:
-    ("spec", ``race.SpecRun``, is_last), then unless `request.with_target` is False
-    ("target", ``race.TargetRun``, is_last), then ("measured", ``profile.measured_for``, True).
-    ZeroGPU stops the call at its next item once the caller stops reading, so Stop ends it
-    within one round or STREAM_EVERY, whichever is longer."""
+    """The race's runs as they grow, both halves at one cadence in seconds of compute
+    (``cadence.Cadence``), the last always: ("spec", ``race.SpecRun``, is_last), then unless
+    `request.with_target` is False ("target", ``race.TargetRun``, is_last), then ("measured",
+    ``profile.measured_for``, True). ZeroGPU stops the call at its next item once the caller
+    stops reading, so Stop ends it within one frame or one round, whichever is longer."""
     restore_measured(pair.target, pair.draft, measured)
     ids = list(request.ids)
     with user_errors():
         # Both runs on the threads the machine's other work leaves free (``threads.choose``),
         # set on whichever worker thread advances them.
         threads = choose(pair.target.device)
+        cadence = Cadence()
         spec_runs = each_step(race.run_speculative(pair, request.config, ids), threads)
-        for spec, done in throttled(spec_runs):
+        for spec, done in cadence.frames(spec_runs):
             spec.threads = threads
             yield "spec", spec, done
         if request.with_target:
             target_runs = each_step(race.run_target(pair, request.config, ids), threads)
-            for target, done in throttled(target_runs):
+            for target, done in cadence.frames(target_runs):
                 yield "target", target, done
     yield "measured", measured_for(pair.target, pair.draft), True
 

@@ -290,8 +290,7 @@ def test_a_run_timed_on_a_busier_machine_still_gets_a_coherent_note(pair, monkey
     # Either the profile's own verify cost, or no curve claim at all; never the run's slowed step.
     verify = spec.profile.verify_cost(3)
     assert f"costs {verify:.2f} target steps" in note or "profile is disturbed" in note
-    load = row.t_step / row.cost_t_step
-    assert f"this run's target steps took {load:.1f}× the profiled time" in note
+    assert f"this run's target steps took {row.target_load:.2f}× the profiled time" in note
     curve = costs.group_curves(row.group, [row])
     if min(curve.costs.verify_cost(k) for k in curve.costs.t_verify) >= 1:
         assert curve.predicted[curve.best_k] <= curve.textbook[curve.textbook_best_k]
@@ -336,7 +335,7 @@ def test_a_race_on_a_busy_machine_computes_on_the_fitted_threads_whichever_threa
 
     from specdemo import threads
 
-    monkeypatch.setattr(threads, "others_busy", lambda: 8.0)
+    monkeypatch.setattr(threads, "others_busy", lambda **_: 8.0)
     counts = []
     hook = pair.target.register_forward_pre_hook(lambda *_: counts.append(torch.get_num_threads()))
     request = jobs.parse_race(pair, PROMPT, k="auto", auto_k=True, max_new_tokens=12, seed=3)

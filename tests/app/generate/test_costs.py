@@ -108,19 +108,19 @@ def test_a_verify_within_noise_of_a_step_says_the_curves_are_level():
 
 
 def test_a_run_slower_than_its_profile_says_by_how_much():
-    busy = replace(RUN, t_step=0.016, t_draft=0.0041)
+    busy = replace(RUN, target_load=1.6, t_draft=0.0041)
     note = costs.cost_note([busy])
-    assert "this run's target steps took 1.6× the profiled time" in note
-    assert "took 0.5×" in costs.cost_note([replace(RUN, t_step=0.005)])
-    assert "load changed" not in costs.cost_note([replace(RUN, t_step=0.011, t_draft=0.004)])
+    assert "this run's target steps took 1.60× the profiled time" in note
+    assert "took 0.50×" in costs.cost_note([replace(RUN, target_load=0.5)])
+    assert "load changed" not in costs.cost_note([replace(RUN, target_load=1.1, t_draft=0.004)])
     assert "priced every choice" not in note and "curves use the profile" in note  # a fixed K
 
 
 def test_a_busy_machine_says_automatic_k_priced_its_load_and_how_many_threads_ran(monkeypatch):
     monkeypatch.setattr(costs, "usable_cores", lambda: 2)
-    busy = replace(RUN, k="auto", t_step=0.024, policy_load=2.38, threads=1, device="cpu")
+    busy = replace(RUN, k="auto", target_load=2.4, policy_load=2.38, threads=1, device="cpu")
     note = costs.cost_note([busy])
-    assert "took 2.4× the profiled time" in note
+    assert "took 2.40× the profiled time" in note
     assert "Automatic K priced every choice at the load it measured" in note and "(2.4×" in note
     assert "computed on 1 thread of this machine's 2 cores" in note
     assert "computed on" not in costs.cost_note([replace(busy, threads=2)])  # every core
@@ -162,7 +162,7 @@ def test_the_note_shows_one_sentence_and_opens_the_rest_on_demand():
     which CommonMark (as gr.Markdown, whose sanitizer keeps <details> and <summary>) renders
     with their Markdown intact. A note with nothing more to say has no block."""
     verify = [0.012, 0.013, 0.014, 0.028, 0.029, 0.030, 0.031, 0.042]  # a jump after 4 tokens
-    note = costs.cost_note([replace(RUN, k=3, cost_t_verify=tuple(verify), t_step=0.016)])
+    note = costs.cost_note([replace(RUN, k=3, cost_t_verify=tuple(verify), target_load=1.6)])
     shown, rest = note.split("\n\n<details>")
     assert shown.startswith("**Why the two curves differ**") and shown.endswith(".")
     assert ". " not in shown  # one sentence
@@ -180,7 +180,7 @@ def test_the_note_shows_one_sentence_and_opens_the_rest_on_demand():
 
 
 def test_a_disturbed_profile_says_so_and_what_to_do_in_one_sentence():
-    disturbed = replace(RUN, cost_t_verify=[0.010 * 0.6] * 8, t_step=0.016)
+    disturbed = replace(RUN, cost_t_verify=[0.010 * 0.6] * 8, target_load=1.6)
     shown, rest = costs.cost_note([disturbed]).split("\n\n<details>")
     assert shown.startswith("*The step profile is disturbed") and ". " not in shown
     assert "restart the app on a quieter machine" in shown
