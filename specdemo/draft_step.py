@@ -90,6 +90,10 @@ class EagerDraftStep:
             self.cache.crop(-n)
             self.length -= n
 
+    def reset(self) -> None:
+        """Forget every token, for a new request: the cache starts afresh."""
+        self.cache, self.length, self.past = None, 0, 0
+
 
 class StaticDraftStep(EagerDraftStep):
     """A cache in fixed buffers; with `graph` (CUDA only) the one-token step is a CUDA graph.
@@ -128,6 +132,13 @@ class StaticDraftStep(EagerDraftStep):
             self.capacity *= 2
         self._new_cache()
         return False
+
+    @torch.inference_mode()  # the buffers were made under it: moved under it too
+    def reset(self) -> None:
+        """Forget every token, for a new request: the buffers (and any graphs captured on
+        them) stay, the length moves to 0."""
+        self.crop(self.length)
+        self.past = 0
 
     def check_room(self, n: int) -> None:
         if self.length + n > self.capacity:

@@ -161,56 +161,60 @@ def speculative_generate(
     observers = [stats.add] + ([policy.update] if policy else [])
     if not max_new_tokens:
         return
-    runner = target_step_for(target, target_step)  # "auto" on CUDA is measured once per target
-    vocab, clock = vocab_size(target), Stopwatch(target.device)
-    prefill(runner, context, stats)
-    stats.prefill_time = clock.lap()
-    while True:
-        if policy:  # a copy is priced by the match it rests on, where the drafter says
-            match = drafter.match(context) if hasattr(drafter, "match") else None
-            source, wanted = policy.choose_source(drafter.sources(context), match)
-        else:
-            source, wanted = None, k
-        k_asked = min(wanted, stopper.room - 1)  # k drafts + 1 target token fit what is left
-        clock.lap()  # what came before (the caller's turn, the choice of k) is bookkeeping
-        proposal = drafter.propose(context, k_asked, source)
-        draft_time = clock.lap()
-        draft = check_draft(proposal.tokens.tolist(), vocab)
-        width = policy.width if chosen else tree_width
-        if proposal.siblings:  # a copy's siblings are fixed, so its tree runs greedy too
-            width = AUTO_TREE_WIDTH if tree_width == "auto" else tree_width
-        tree = (
-            None
-            if sampling.greedy and not proposal.siblings
-            else sprout(proposal, width, generator)
-        )
-        clock.lap()
-        if tree is not None:
-            check_draft(tree.tokens, vocab)
-        rows = 1 + len(draft if tree is None else tree.tokens)  # the pass's rows
-        if not runner.fits(len(context) - 1 + rows):  # a static cache started over, larger
-            prefill(runner, context, stats)
-        if tree is None:
-            verdict = verify_round(runner, context[-1], proposal, sampling, generator, rule, verify)
-            kept = draft[: verdict.n_accepted]
-        else:
-            verdict = verify_tree_round(
-                runner, context[-1], tree, proposal.q, sampling, generator, verify
+    # "auto" on CUDA is measured once per target; the step object is this request's alone, and
+    # goes back to the target's idle ones when the run ends or is closed.
+    with target_step_for(target, target_step) as runner:
+        vocab, clock = vocab_size(target), Stopwatch(target.device)
+        prefill(runner, context, stats)
+        stats.prefill_time = clock.lap()
+        while True:
+            if policy:  # a copy is priced by the match it rests on, where the drafter says
+                match = drafter.match(context) if hasattr(drafter, "match") else None
+                source, wanted = policy.choose_source(drafter.sources(context), match)
+            else:
+                source, wanted = None, k
+            k_asked = min(wanted, stopper.room - 1)  # k drafts + 1 target token fit what is left
+            clock.lap()  # what came before (the caller's turn, the choice of k) is bookkeeping
+            proposal = drafter.propose(context, k_asked, source)
+            draft_time = clock.lap()
+            draft = check_draft(proposal.tokens.tolist(), vocab)
+            width = policy.width if chosen else tree_width
+            if proposal.siblings:  # a copy's siblings are fixed, so its tree runs greedy too
+                width = AUTO_TREE_WIDTH if tree_width == "auto" else tree_width
+            tree = (
+                None
+                if sampling.greedy and not proposal.siblings
+                else sprout(proposal, width, generator)
             )
-            kept = verdict.path
-        verify_time = clock.lap()
-        if on_verdict is not None:
-            on_verdict(verdict)
-        tokens, finished = stopper.cut(kept + [verdict.next_token])
-        r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
-                         verify_time, tree, runner.pass_time)  # fmt: skip
-        for observe in observers:
-            observe(r)
-        context += tokens
-        stats.wall_time = clock.total()
-        yield r
-        if finished:
-            return
+            clock.lap()
+            if tree is not None:
+                check_draft(tree.tokens, vocab)
+            rows = 1 + len(draft if tree is None else tree.tokens)  # the pass's rows
+            if not runner.fits(len(context) - 1 + rows):  # a static cache started over, larger
+                prefill(runner, context, stats)
+            if tree is None:
+                verdict = verify_round(
+                    runner, context[-1], proposal, sampling, generator, rule, verify
+                )
+                kept = draft[: verdict.n_accepted]
+            else:
+                verdict = verify_tree_round(
+                    runner, context[-1], tree, proposal.q, sampling, generator, verify
+                )
+                kept = verdict.path
+            verify_time = clock.lap()
+            if on_verdict is not None:
+                on_verdict(verdict)
+            tokens, finished = stopper.cut(kept + [verdict.next_token])
+            r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
+                             verify_time, tree, runner.pass_time)  # fmt: skip
+            for observe in observers:
+                observe(r)
+            context += tokens
+            stats.wall_time = clock.total()
+            yield r
+            if finished:
+                return
 
 
 def check_tree_width(width: int | str, rule: AcceptanceRule = EXACT) -> int | str:
@@ -272,20 +276,20 @@ def autoregressive_generate(
     stopper = _Stopper(eos_ids(target), max_new_tokens, stop_strings, decode)
     if not max_new_tokens:
         return
-    runner = target_step_for(target, target_step)
-    clock = Stopwatch(target.device)
-    feed = context
-    while True:
-        if not runner.fits(len(context)):  # a static cache started over, larger: feed it all
-            feed = context
-        logits = runner.run(feed)
-        token = next_token(logits, sampling, generator)
-        feed = token
-        tokens, finished = stopper.cut(check_tokens(token.tolist(), "target"))
-        context += tokens
-        yield Step(token=tokens[0], time=clock.lap(), finished=finished)
-        if finished:
-            return
+    with target_step_for(target, target_step) as runner:
+        clock = Stopwatch(target.device)
+        feed = context
+        while True:
+            if not runner.fits(len(context)):  # a static cache started over, larger: feed it all
+                feed = context
+            logits = runner.run(feed)
+            token = next_token(logits, sampling, generator)
+            feed = token
+            tokens, finished = stopper.cut(check_tokens(token.tolist(), "target"))
+            context += tokens
+            yield Step(token=tokens[0], time=clock.lap(), finished=finished)
+            if finished:
+                return
 
 
 def generate(

@@ -19,7 +19,7 @@ import torch
 from specdemo.draft_step import make_draft_step, resolve_draft_step
 from specdemo.draft_vocab import context_head
 from specdemo.lm import Stopwatch, forward
-from specdemo.target_step import make_target_step
+from specdemo.target_step import held_step
 from specdemo.theory import StepCosts
 from specdemo.vocab import vocab_size
 
@@ -86,16 +86,16 @@ def step_pass_seconds(
     """``pass_seconds`` through the target's step object in `mode` (``target_step``), as the
     engine runs its verify passes: a static cache, or CUDA graphs captured in the warm-up round
     (outside the times)."""
-    runner = make_target_step(model, mode)
-    runner.fits(len(context) + max(widths))
-    runner.run(context)
-    clock, times = Stopwatch(model.device), {n: [] for n in widths}
-    for _ in range(repeats + 1):  # the first round is a warm-up (and a graph's capture)
-        for n in widths:
-            clock.lap()
-            runner.verify(context[-n:])
-            times[n].append(clock.lap())
-            runner.crop(n)
+    with held_step(model, mode) as runner:  # its captures stay for the requests after
+        runner.fits(len(context) + max(widths))
+        runner.run(context)
+        clock, times = Stopwatch(model.device), {n: [] for n in widths}
+        for _ in range(repeats + 1):  # the first round is a warm-up (and a graph's capture)
+            for n in widths:
+                clock.lap()
+                runner.verify(context[-n:])
+                times[n].append(clock.lap())
+                runner.crop(n)
     return {n: statistics.median(t[1:]) for n, t in times.items()}
 
 

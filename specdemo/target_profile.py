@@ -13,15 +13,16 @@ import torch
 
 from specdemo.lm import Stopwatch
 from specdemo.profile import fastest_mode, fastest_of, synthetic_context
-from specdemo.target_step import make_target_step, resolve_target_step
+from specdemo.target_step import held_step, make_target_step, resolve_target_step
 
 TIMED_ROWS = (1, 5)  # a plain step and the verify pass of K = 4
 
 
 def target_step_for(model, step: str | None = None):
     """The target step object for `model` in `step` mode (``target_step.resolve_target_step``),
-    "auto" on CUDA measured here (``fastest_target_step``, once per target model)."""
-    return make_target_step(model, target_step_kind(model, step))
+    "auto" on CUDA measured here (``fastest_target_step``, once per target model), held for
+    one request (a context manager: ``target_step.held_step``)."""
+    return held_step(model, target_step_kind(model, step))
 
 
 def target_step_kind(model, step: str | None = None) -> str:

@@ -17,7 +17,9 @@ The mode: `target_step=`, else $SPECDEMO_TARGET_STEP, else eager (DEFAULT_TARGET
 is eager off CUDA and measured on CUDA (``target_profile``).
 """
 
+import contextlib
 import os
+import threading
 
 import torch
 
@@ -52,6 +54,30 @@ def make_target_step(model, step: str | None = None):
     if step == "eager":
         return EagerTargetStep(model)
     return StaticTargetStep(model, graph=step == "graph")
+
+
+_idle_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def held_step(model, step: str):
+    """A target step object in `step` mode (resolved: not "auto") for one request, empty: one
+    a request before it gave back where there is one, its static buffers and any CUDA graphs it
+    captured kept (a graph is captured once per model, mode and row count in a process, not
+    once per request), else a new one. It goes back to the model's idle ones when the block
+    ends; requests at once each hold their own."""
+    with _idle_lock:
+        idle = model.__dict__.setdefault("_specdemo_idle_steps", {}).setdefault(step, [])
+        runner = idle.pop() if idle else None
+    if runner is None:
+        runner = make_target_step(model, step)
+    else:
+        runner.reset()
+    try:
+        yield runner
+    finally:
+        with _idle_lock:
+            idle.append(runner)
 
 
 class EagerTargetStep(EagerDraftStep):

@@ -10,6 +10,7 @@ sampled with the same seeds) and passes χ² against the target's exact distribu
 """
 
 import collections
+import contextlib
 import functools
 import random
 
@@ -276,9 +277,10 @@ def test_greedy_tokens_are_the_same_through_static_and_replayed_passes(pair, mon
     assert 0 < kept < judged  # drafts kept and rejected: rollbacks ran
     runners = []
 
+    @contextlib.contextmanager
     def replayed_step(model, step=None):
         runners.append(replaying(StaticTargetStep(model, capacity=128)))
-        return runners[-1]
+        yield runners[-1]
 
     monkeypatch.setattr(engine, "target_step_for", replayed_step)
     assert run_greedy(pair, prompt, None) == eager
@@ -401,7 +403,8 @@ def test_auto_runs_eager_off_cuda_and_the_mode_comes_from_the_argument_then_the_
     # Unset, eager on CUDA too; "auto" asked for there is target_step_for's to measure.
     assert resolve_target_step(None, "cuda:0") == target_step.DEFAULT_TARGET_STEP == "eager"
     assert resolve_target_step("auto", "cuda:0") == "auto"
-    assert type(target_profile.target_step_for(model)) is EagerTargetStep
+    with target_profile.target_step_for(model) as runner:
+        assert type(runner) is EagerTargetStep
     monkeypatch.setenv(target_step.ENV_TARGET_STEP, "static")
     assert resolve_target_step(None, "cpu") == "static"
     assert resolve_target_step("eager", "cpu") == "eager"
@@ -450,3 +453,31 @@ def test_captured_passes_replay_the_eager_logits():
     assert set(graph.graphs) == {1, 3, 4, ("tree", 6)}
     for e, g in zip(play(EagerTargetStep(model), SCRIPT + SCRIPT[1:]), replayed, strict=True):
         torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["eager", "static"])
+def test_a_request_reuses_the_step_object_an_earlier_one_gave_back(mode):
+    """A target's step objects are kept per model and mode: a static cache's buffers (and on
+    CUDA its graphs) are made once per process, not once per request, and a reused one starts
+    empty: the same seed gives the same tokens as on a fresh one. Two requests at once hold two."""
+    from specdemo.engine import autoregressive_generate
+    from specdemo.target_profile import target_step_for
+
+    model = tiny_model("qwen2", seed=3)
+    sampling = SamplingConfig(1.0)
+
+    def tokens():
+        g = make_generator(7, model.device)
+        run = autoregressive_generate(
+            model, [1, 2, 3], sampling=sampling, max_new_tokens=10, generator=g, target_step=mode
+        )
+        return [s.token for s in run]
+
+    first = tokens()
+    with target_step_for(model, mode) as held:
+        assert held.length == 0
+        with target_step_for(model, mode) as other:
+            assert other is not held  # a second request at once gets its own
+    assert tokens() == first
+    with target_step_for(model, mode) as again:
+        assert again in (held, other) and again.length == 0
