@@ -2,6 +2,7 @@
 declared dependencies match requirements.txt, and a machine where bitsandbytes cannot run 4-bit
 gets the pair in bf16 with a note saying why."""
 
+import dataclasses
 import json
 import os
 import re
@@ -195,3 +196,16 @@ def test_no_module_of_the_package_imports_another_that_imports_it_back():
         graph[name] = (imported & set(modules)) - {name}
     assert graph["specdemo.drafters"] >= {"specdemo.profile"}  # the graph sees real imports
     graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
+
+
+def test_the_model_line_names_a_gguf_as_the_source_and_the_kernel_that_runs():
+    """The embedded pair ships as GGUF files quantised otherwise than it runs: the line says
+    which file it came from apart from the 4-bit format in memory."""
+    s = dataclasses.replace(
+        models.load_pair("tiny", precision="fp32", device="cpu").summary,
+        target_name="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF)", target_params=1_543_714_304,
+        precision="nf4",
+    )  # fmt: skip
+    line = model_markdown(s)
+    assert "Qwen2.5-Coder-1.5B-Instruct (1.54 B params, shipped as a Q4_K_M GGUF)" in line
+    assert "· 4-bit NF4 on" in line and line.count("GGUF") == 1

@@ -25,7 +25,7 @@ from specdemo.app.page.session import Session, export, results_table
 from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP_DEFAULTS
 from specdemo.app.spans import Span
 from specdemo.app.step import microscope
-from specdemo.models.pairs import FOUR_BIT
+from specdemo.models.pairs import FOUR_BIT, KERNEL_LABELS
 
 STEP_PLACEHOLDER = "Press Step to run one round"
 
@@ -237,13 +237,22 @@ def model_markdown(summary) -> str:
     and the device; and a warning when the pair or precision is not the one asked for.
     ``model_details`` has the rest."""
     s = summary
-    bits = "4-bit" if s.precision in FOUR_BIT else s.label
+    bits = KERNEL_LABELS[s.precision].split(" (")[0] if s.precision in FOUR_BIT else s.label
     return (
-        f"**Target** {s.target_name} ({_params(s.target_params)}) · "
-        f"**Draft** {s.draft_name} ({_params(s.draft_params)}) · {bits} on "
+        f"**Target** {_model(s.target_name, s.target_params)} · "
+        f"**Draft** {_model(s.draft_name, s.draft_params)} · {bits} on "
         f"{'the CPU' if s.device == 'cpu' else s.device.upper()}"
         + (f" · ⚠ {s.note}" if s.note else "")
     )
+
+
+def _model(name: str, params: int) -> str:
+    """A model's name and size; the file a packaged model ships as ("Q4_K_M GGUF") said as its
+    source, not as the precision it runs at (the line ends with that)."""
+    base, _, shipped = name.partition(" (")
+    if shipped.endswith("GGUF)"):
+        return f"{base} ({_params(params)}, shipped as a {shipped.removesuffix(')')})"
+    return f"{name} ({_params(params)})"
 
 
 def model_details(summary) -> str:
