@@ -184,6 +184,8 @@ class Stats:
     wall_time: float = 0.0
     # rows of the pass (``Round.rows``: a tree's pass has more than k + 1) -> each verify pass
     verify_times: dict[int, list[float]] = field(default_factory=dict)
+    # rows of the pass -> the target's pass alone (``Round.pass_time``), where it was timed
+    pass_times: dict[int, list[float]] = field(default_factory=dict)
     # One plain target step, measured by whoever timed the target alone (the engine never runs
     # one, except as a round with k = 0).
     t_step: float | None = None
@@ -292,11 +294,13 @@ class Stats:
         self.draft_time += r.draft_time
         self.verify_time += r.verify_time
         self.verify_times.setdefault(r.rows, []).append(r.verify_time)
+        if r.pass_time:  # 0 or None: a capture, or not timed apart
+            self.pass_times.setdefault(r.rows, []).append(r.pass_time)
         self.accepted_hist += [0] * (r.kept + 1 - len(self.accepted_hist))
         self.accepted_hist[r.kept] += 1
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "verify_times"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("verify_times", "pass_times")}
         d.update(
             kept_rate=self.kept_rate,
             wasted_share=self.wasted_share,

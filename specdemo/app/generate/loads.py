@@ -14,9 +14,10 @@ LOAD_GAP = 1.2  # one half's load this many times the other's: the speedup carri
 
 
 def spec_load(spec: SpecRun) -> float | None:
-    """The speculative run's verify passes as timed over their price at each pass's rows; None
-    without a profile or a timed pass."""
-    times, profile = spec.stats.verify_times, spec.profile
+    """The speculative run's verify passes as timed over their price at each pass's rows: the
+    passes alone where the engine timed them apart from the judge (``Stats.pass_times``), as the
+    profile timed them; None without a profile or a timed pass."""
+    times, profile = spec.stats.pass_times or spec.stats.verify_times, spec.profile
     if profile is None or not any(times.values()):
         return None
     priced = sum(len(seconds) * profile.pass_seconds(rows) for rows, seconds in times.items())

@@ -33,6 +33,8 @@ def test_each_halfs_load_is_its_target_passes_as_timed_over_their_profiled_price
     assert loads.target_load(target, PROFILE) == pytest.approx(2.2)  # the prefill left out
     spec.stats.verify_times = {3: [0.030], 2: [0.012]}  # 2× and 1×: a ratio of sums
     assert loads.spec_load(spec) == pytest.approx(0.042 / 0.027)
+    spec.stats.pass_times = {3: [0.015], 2: [0.012]}  # the passes alone, without the judge
+    assert loads.spec_load(spec) == pytest.approx(1.0)
     assert loads.spec_load(replace(spec, profile=None)) is None
     assert loads.spec_load(race.SpecRun(profile=PROFILE)) is None
     assert loads.target_load(target, None) is None
