@@ -10,6 +10,7 @@ least NOISE plain steps, and the curve predicted from measured costs does not pe
 textbook's unless the note says it is level with it. Writes the notes and verdicts as JSON.
 """
 
+import contextlib
 import json
 import re
 import shutil
@@ -61,11 +62,11 @@ def settled_note(page, before: str, seconds: float = 600) -> str:
     raise TimeoutError("the cost note did not change after Generate")
 
 
-def main(argv=None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 3
-    out = Path(next((a for a in args if a.endswith(".json")), "bench_out/note-check.json"))
-    notes = []
+@contextlib.contextmanager
+def generate_tab():
+    """The app started on a free port and its Generate tab open in headless Chromium on the same
+    cores, "Fresh run" ticked (measure, never replay); yields the page. ``generated(page)``
+    presses Generate and returns the settled cost note."""
     with tempfile.TemporaryFile("w+") as log:
         proc, url = start_app(log)
         try:
@@ -76,15 +77,33 @@ def main(argv=None) -> int:
                 page.goto(url)
                 page.wait_for_selector("#generate")
                 page.check("#fresh-run input")
-                for run in range(runs):
-                    before = page.inner_text(NOTE)
-                    page.click("#generate")
-                    note = settled_note(page, before)
-                    notes.append({"run": run, "note": note, "problems": coherent(note)})
-                    print(f"run {run}: {note}\n  problems: {notes[-1]['problems']}", flush=True)
+                yield page
                 browser.close()
         finally:
             proc.terminate()
+
+
+def generated(page) -> str:
+    before = page.inner_text(NOTE)
+    page.click("#generate")
+    return settled_note(page, before)
+
+
+def runs_and_out(argv, default: str) -> tuple[int, Path]:
+    """--runs N (default 3) and the .json to write (default `default`) from the arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 3
+    return runs, Path(next((a for a in args if a.endswith(".json")), default))
+
+
+def main(argv=None) -> int:
+    runs, out = runs_and_out(argv, "bench_out/note-check.json")
+    notes = []
+    with generate_tab() as page:
+        for run in range(runs):
+            note = generated(page)
+            notes.append({"run": run, "note": note, "problems": coherent(note)})
+            print(f"run {run}: {note}\n  problems: {notes[-1]['problems']}", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {"machine": machine("cpu"), "runs": notes}
     out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
