@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from specdemo.app.exact.chi_square import MIN_EXPECTED, chi2_pvalue
+from specdemo.app.exact.chi_square import MIN_EXPECTED, chi2_pvalue, detectable_tv, power
+from specdemo.app.exact.pair_law import ROWS, pair_law
 from specdemo.drafters import drafter_head
 from specdemo.lm import forward
 from specdemo.sampling import (
@@ -50,6 +51,14 @@ class JointExactness:
     k: int = 2  # drafts a round: 1 (a kept draft earns the bonus) or 2 (two judged)
     judge: str = "token"  # who judged them: "token" or "block" (``verify.JUDGES``)
     shown: list[tuple[int, int]] | None = None  # the token ids of the labelled pairs
+    # What this N could see, as ``exactness.Exactness`` has it for the first token, over this
+    # check's χ² bins: any departure of `detectable_tv` or more is caught with probability
+    # POWER; a mistaken rule's own law of the pair lies `tv_rule` from p(a)·p(b | a)
+    # (``pair_law``; None where its first token can be more than ``pair_law.ROWS`` tokens),
+    # caught with probability `power_rule`.
+    detectable_tv: float = 0.0
+    tv_rule: float | None = 0.0
+    power_rule: float = 0.0
 
 
 @torch.inference_mode()
@@ -157,7 +166,8 @@ def measure_pairs(
     judge: str = "token",
 ) -> JointExactness:
     """n speculative draws of the first two new tokens with K = `k` drafts a round, judged by
-    `judge` ("token" or "block"), and n direct ones, against the exact joint. K > 2 judges as
+    `judge` ("token" or "block"; the block-prefix mistake always judges a block), and n direct
+    ones, against the exact joint, with what n draws could see (``reach``). K > 2 judges as
     K = 2: token by token only the first two positions can decide the first two tokens, and
     under an exact judge their law does not depend on K (a block's later drafts can change which
     two come out in one round, not how often each pair does). Memory stays at one batch of rows
@@ -215,8 +225,39 @@ def measure_pairs(
             rows.rows(batch), 1 + position, generator, rule, judge
         )
     codes = {name: first[name] * vocab + second[name] for name in first}
+    tested_codes = torch.cat([codes for codes, _ in tested])
+    order = torch.argsort(tested_codes)
+    tested = tested_codes[order], torch.cat([p for _, p in tested])[order]
     result = summarise(pair.tokenizer, vocab, n, codes, tested, candidates, len(firsts))
-    return replace(result, k=min(k, 2), judge=judge)
+    judge = "block" if rule.block_prefix else judge  # the mistake judges a block whatever is set
+    return replace(
+        result, k=min(k, 2), judge=judge, **reach(rows, rule, k, judge, n, tested, max_first_tokens)
+    )
+
+
+def bins(tested_p: torch.Tensor) -> torch.Tensor:
+    """The check's outcomes: each pair expected MIN_EXPECTED times or more, then every other
+    pair as one (``chi2_pvalue`` merges that one into the smallest pairs' bins while it is
+    expected less)."""
+    return torch.cat([tested_p, tested_p.new_tensor([max(0.0, 1.0 - tested_p.sum().item())])])
+
+
+def reach(rows: Rows, rule: AcceptanceRule, k: int, judge: str, n: int, tested, limit=None) -> dict:
+    """What n draws of this check could see, over its own bins: the smallest departure caught
+    with probability POWER (``detectable_tv``), and a mistaken rule's own distance from the
+    exact joint and the chance of catching it (``pair_law``, ``power``), computed where its
+    first token can be at most `limit` tokens (``pair_law.ROWS`` when None)."""
+    codes, tested_p = tested
+    exact = bins(tested_p.double().cpu())
+    found = {"detectable_tv": detectable_tv(exact, n), "tv_rule": 0.0, "power_rule": 0.0}
+    if rule == EXACT:
+        return found
+    p0, q0 = (pad_vocab(row, rows.vocab).double() for row in (rows.p1, rows.q1))
+    limit = ROWS if limit is None else min(limit, ROWS)
+    law = pair_law(rows.rows, p0 / p0.sum(), q0 / q0.sum(), rule, min(k, 2), judge, codes, limit)
+    if law is None:
+        return {**found, "tv_rule": None}
+    return {**found, "tv_rule": law[0], "power_rule": power(exact, bins(law[1]), n)}
 
 
 def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):
@@ -227,10 +268,9 @@ def prompt_step(model, ids: list[int], sampling: SamplingConfig, head=None):
 
 
 def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> JointExactness:
-    """Bins, distances and χ² of the pair draws (codes a * vocab + b) against the exact joint."""
-    tested_codes = torch.cat([codes for codes, _ in tested])
-    order = torch.argsort(tested_codes)
-    tested_codes, tested_p = tested_codes[order], torch.cat([p for _, p in tested])[order]
+    """Bins, distances and χ² of the pair draws (codes a * vocab + b) against the exact joint;
+    `tested`: the sorted codes of the pairs with bins of their own, and their probabilities."""
+    tested_codes, tested_p = tested
     cand_codes, cand_p = (torch.cat(parts) for parts in zip(*candidates, strict=True))
     top = torch.topk(cand_p, min(12, len(cand_p))).indices
     top = top[cand_p[top] > 0]
@@ -246,12 +286,8 @@ def summarise(tokenizer, vocab, n, codes, tested, candidates, first_tokens) -> J
             hit = tested_codes[index] == drawn
             counts = torch.bincount(index[hit], minlength=len(tested_codes)).double()
         other = float(n) - counts.sum().item()  # draws outside every tested pair
-        rest = max(0.0, 1.0 - tested_p.sum().item())
-        # Outcomes: each pair expected MIN_EXPECTED times or more, and every other pair as one;
-        # chi2_pvalue merges that one into the smallest pairs' bins while it is expected less.
         observed = torch.cat([counts, counts.new_tensor([other])])
-        probability = torch.cat([tested_p, tested_p.new_tensor([rest])])
-        result[name] = (shown, chi2_pvalue(observed, probability), tv(shown, exact))
+        result[name] = (shown, chi2_pvalue(observed, bins(tested_p)), tv(shown, exact))
     labels = [
         f"{token_text(tokenizer, code // vocab)}·{token_text(tokenizer, code % vocab)}"
         for code in shown_codes.tolist()

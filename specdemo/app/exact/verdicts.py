@@ -1,9 +1,11 @@
 """The words of Is it exact?: what each check found, in one line first, then the details.
 
 ``markdown`` opens with the verdict line (``headline``: a mark, the claim in words, the χ²
-p-values it rests on), then says which rule ran, what was compared at which settings, and what
-this N could see (``verdict``, ``blind_verdict``); ``greedy_markdown`` is the greedy check's
-verdict. A mark is never the only cue: the words after it make the same claim (MARKS).
+p-values it rests on), then says which rule ran and, for each check, what was compared at which
+settings, the smallest departure its N catches (``reach``) and how far a mistake itself moves
+its law (``first_moves``, ``pair_moves``), then why the verdict says what it says (``verdict``,
+``blind_verdict``); ``greedy_markdown`` is the greedy check's verdict. A mark is never the
+only cue: the words after it make the same claim (MARKS).
 """
 
 import math
@@ -13,6 +15,7 @@ from specdemo.app.config import RunConfig
 from specdemo.app.exact.chi_square import POWER, SUSPICIOUS
 from specdemo.app.exact.exactness import Exactness, GreedyCheck
 from specdemo.app.exact.joint import JointExactness
+from specdemo.app.exact.pair_law import ROWS
 from specdemo.sampling import EXACT, RULES
 
 MARKS = {  # the mark that opens a verdict line, by what the check showed
@@ -78,16 +81,20 @@ def markdown(
         f"{'' if joint is not None else ran}. Total-variation distance to the exact p: "
         f"speculative **{ex.tv_speculative:.4f}**, direct **{ex.tv_direct:.4f}**. χ² goodness "
         f"of fit to p: speculative p-value **{pvalue(ex.p_value_speculative)}**, direct "
-        f"**{pvalue(ex.p_value_direct)}**.",
+        f"**{pvalue(ex.p_value_direct)}**. {reach(ex.n, ex.detectable_tv, 'p')}"
+        + ("" if ex.rule == EXACT.name else f" {first_moves(ex)}"),
     ]
     if joint is not None:
         chain = ", chains of one guess a position," if ex.width > 1 else ""
+        own = ", this rule's own judge whatever the Judge setting" if rule.block_prefix else ""
         lines += [
             "",
             f"**First two tokens, {joint.n:,} draws each**{ran}, rounds of K = {joint.k}{chain} "
-            f"judged {JUDGED[joint.judge]} ({ROUNDS[joint.k, joint.judge]}; the joint "
+            f"judged {JUDGED[joint.judge]}{own} ({ROUNDS[joint.k, joint.judge]}; the joint "
             f"p(a)·p(b | a), {joint.first_tokens} distinct first tokens): speculative p-value "
-            f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**.",
+            f"**{pvalue(joint.p_value_speculative)}**, direct **{pvalue(joint.p_value_direct)}**. "
+            f"{reach(joint.n, joint.detectable_tv, 'p(a)·p(b | a)', 'pairs')}"
+            + ("" if ex.rule == EXACT.name else f" {pair_moves(joint)}"),
         ]
     return "\n".join([*lines, "", found.details])
 
@@ -111,6 +118,73 @@ def settings(config: RunConfig) -> str:
     if config.top_k is not None:
         parts.append(f"top-k {config.top_k}")
     return ", ".join([*parts, f"seed {config.seed}"])
+
+
+def reach(n: int, detectable: float, exact: str, outcomes: str = "tokens") -> str:
+    """What a check of n draws could see: the smallest departure from `exact` it catches with
+    probability POWER (``chi_square.detectable_tv``), or that it could test nothing."""
+    if not math.isfinite(detectable) or detectable > 1:
+        return (
+            f"With {n:,} draws too few {outcomes} are expected often enough to test (every one "
+            "falls in one χ² bin), so this check could not see any departure: raise N."
+        )
+    return (
+        f"With {n:,} draws this check catches, with {POWER:.0%} probability, any departure from "
+        f"{exact} of total variation {detectable:.3f} or more; smaller ones it cannot see."
+    )
+
+
+def chance(power: float) -> str:
+    """A computed power in words, never rounded to certainty or to nothing."""
+    if power > 0.99:
+        return "more than 99%"
+    return "less than 1%" if power < 0.01 else f"{power:.0%}"
+
+
+def distance(tv: float) -> str:
+    """A rule's computed total variation from p: three decimals, a bound below them."""
+    return "less than 0.001" if 1e-12 < tv < 0.0005 else f"{tv:.3f}"
+
+
+def missed(power: float) -> str:
+    """The chance a check misses what it catches with probability `power`, in words."""
+    return "less than 1%" if power > 0.99 else f"{1 - power:.0%}"  # never "0%"
+
+
+def first_moves(ex: Exactness) -> str:
+    """A mistaken rule's own first-token distance from p (``chi_square.rule_distribution``)."""
+    if ex.tv_rule < 1e-12:
+        return (
+            "This rule moves the first token 0.000 from p in total variation (computed from p "
+            "and q): drawn one guess at a time it is the exact rule."
+        )
+    return (
+        f"This rule moves the first token {distance(ex.tv_rule)} from p in total variation "
+        f"(computed from p and q), which {ex.n:,} draws catch with {chance(ex.power_rule)} "
+        "probability."
+    )
+
+
+def pair_moves(joint: JointExactness) -> str:
+    """A mistaken rule's own distance from the exact joint over two tokens (``pair_law``)."""
+    if joint.tv_rule is None:
+        return (
+            "This rule's distance from p(a)·p(b | a) is not computed here: its first token can "
+            "be more different tokens than this machine pays a pass of both models for (at most "
+            f"{ROWS:,}); lower the temperature or top-p to have it computed."
+        )
+    if joint.tv_rule < 1e-12:
+        return (
+            f"At K = {joint.k} this rule moves the first two tokens 0.000 from p(a)·p(b | a) in "
+            "total variation (computed from both models' rows): with one guess a round it is "
+            "the exact rule."
+        )
+    return (
+        f"This rule moves the first two tokens {distance(joint.tv_rule)} from p(a)·p(b | a) in "
+        "total variation (computed from both models' rows after each first token it can give), "
+        "which "
+        f"{joint.n:,} draws catch with {chance(joint.power_rule)} probability."
+    )
 
 
 def tree_words(width: int) -> str:
@@ -138,16 +212,7 @@ def verdict(
             f"first guess alone is kept with probability Σ min(p, q) = {ex.first_accept:.2f}; "
             "the rest of the time the target draws from what is left of p."
         )
-    reach = (
-        f"With {ex.n:,} draws this check catches, with {POWER:.0%} probability, any departure "
-        f"from p of total variation {ex.detectable_tv:.3f} or more; smaller ones it cannot see."
-    )
     untested = not math.isfinite(ex.detectable_tv) or ex.detectable_tv > 1
-    if untested:
-        reach = (
-            f"With {ex.n:,} draws too few tokens are expected often enough to test (every one "
-            "falls in one χ² bin), so this check could not see any departure: raise N."
-        )
     exact = ex.rule == EXACT.name
     if not exact and ex.tv_rule < 1e-12:
         return blind_verdict(ex, joint)
@@ -167,7 +232,7 @@ def verdict(
         )
     if failed:
         rate = f"below {SUSPICIOUS:g} by chance in 1 check in {round(1 / SUSPICIOUS):,}"
-        chance = (
+        alarms = (
             f"each of the 2 χ² tests here falls {rate}, so about 2 in "
             f"{round(1 / SUSPICIOUS):,} checks end like this one"
             if joint is not None
@@ -176,36 +241,39 @@ def verdict(
         return Verdict(
             "again",
             "A false alarm, most likely: run it again with another seed",
-            f"With the exact rule {chance}. A real departure fails again; chance does not. {kept}",
+            f"With the exact rule {alarms}. A real departure fails again; chance does not. {kept}",
         )
     if exact and untested:
         return Verdict(
             "blind",
             "Too few draws to test the first token: raise N",
-            f"{kept} {reach} The exact rule's output follows p by proof; at this N the check "
-            "could not look for a departure.",
+            f"{kept} The exact rule's output follows p by proof; at this N the check could not "
+            "look for a departure.",
         )
     if exact:
         return Verdict(
             "none",
             "No departure from p found",
-            f"{kept} {reach} The exact rule's output follows p by proof; this check looked for a "
-            "departure and found none that large.",
+            f"{kept} The exact rule's output follows p by proof; this check looked for a "
+            "departure of the size above and found none, which shows no more than that.",
         )
-    moves = f"This rule moves the first token {ex.tv_rule:.3f} from p in total variation"
-    if ex.power_rule >= POWER:
+    power = ex.power_rule
+    if joint is not None and joint.tv_rule:
+        power = max(power, joint.power_rule)
+    if power >= POWER:
         return Verdict(
             "again",
             "Not caught this time, though this N has the power for it: run it again with "
             "another seed",
-            f"{moves}, and {ex.n:,} draws catch that with {ex.power_rule:.0%} probability; this "
-            f"check was one of the other {1 - ex.power_rule:.0%}. This rule is still wrong.",
+            f"At this N the checks catch this rule with {chance(power)} probability (the "
+            f"distances above); this run was one of the other {missed(power)}. This rule is "
+            "still wrong.",
         )
     return Verdict(
         "blind",
         "Too little power here to see this mistake: raise N or the temperature",
-        f"{moves}, and {ex.n:,} draws catch that with only {ex.power_rule:.0%} probability. "
-        f"{reach} This rule is still wrong.",
+        f"At this N the checks catch this rule with {chance(power)} probability (the "
+        "distances above), so passing them shows nothing about it. This rule is still wrong.",
     )
 
 
@@ -238,11 +306,27 @@ def blind_verdict(ex: Exactness, joint: JointExactness | None = None) -> Verdict
             f"{first} With one guess a round the two-token check runs the exact rule too; two "
             "guesses judged together are where this rule goes wrong. This rule is still wrong.",
         )
+    if joint.tv_rule is not None and joint.power_rule >= POWER:
+        return Verdict(
+            "again",
+            "Not caught this time, though this N has the power for it: run it again with "
+            "another seed",
+            f"{first} The two-token check, which can see it, found no departure this time "
+            f"(p-value {found}), though {joint.n:,} draws catch this rule with "
+            f"{chance(joint.power_rule)} probability; this run was one of the other "
+            f"{missed(joint.power_rule)}. This rule is still wrong.",
+        )
+    odds = (
+        "its chance at this N is not computed (see above)"
+        if joint.tv_rule is None
+        else f"{joint.n:,} draws catch this rule with {chance(joint.power_rule)} probability"
+    )
     return Verdict(
         "blind",
         "Not caught at this N: raise N or the temperature",
         f"{first} The two-token check, which can see it, found no departure this time (p-value "
-        f"{found}). This rule is still wrong.",
+        f"{found}), and {odds}, so passing it shows nothing about this rule. This rule is still "
+        "wrong.",
     )
 
 

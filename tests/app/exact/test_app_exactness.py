@@ -331,6 +331,8 @@ def test_the_two_token_check_judged_as_a_block_passes_the_exact_rule_and_fails_b
         )
 
     passed, caught = check(RULES["exact"], 4), check(rule, 2)
+    # The distance the verdict states is this law's (``pair_law``, from the lab's own rows).
+    assert caught.tv_rule == pytest.approx(0.5 * float((law - exact).abs().sum()), abs=1e-6)
     assert (passed.judge, passed.k, caught.k) == ("block", 2, 2)  # K > 2 judges as K = 2
     assert passed.p_value_speculative > 1e-3 and caught.p_value_speculative < 1e-6
     # What the lab drew under the mistake is the law whose distance was computed above.
@@ -339,3 +341,28 @@ def test_the_two_token_check_judged_as_a_block_passes_the_exact_rule_and_fails_b
     assert chi_square.chi2_pvalue(counts, torch.tensor([*shown, 1 - sum(shown)])) > 1e-3
     first = chi_square.rule_distribution(P4, Q4, rule)
     assert float((first - P4).abs().max()) < 1e-12
+
+
+@pytest.mark.parametrize("judge", ["token", "block"])
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("name", [name for name in RULES if name != "exact"])
+def test_each_mistakes_computed_pair_law_is_what_the_lab_draws(pair, name, k, judge):
+    """``pair_law`` against 20,000 pairs the lab draws under each mistake, K and judge on the
+    tiny pair at T = 1: the χ² check over the shown pairs does not reject the computed law, so
+    the two-token distance a verdict states is the distance of what was drawn."""
+    from specdemo.app.exact.pair_law import pair_law
+    from specdemo.sampling import pad_vocab
+
+    config = parse_run(PROMPT, temperature=1.0)
+    ids, n, rule = encode(pair, config), 20_000, RULES[name]
+    drawn = joint.measure_pairs(pair, ids, config.sampling, n, make_generator(2, "cpu"), rule,
+                                k=k, judge=judge)  # fmt: skip
+    with torch.inference_mode():
+        rows = joint.Rows(pair, ids, config.sampling)
+        p0, q0 = (pad_vocab(row, rows.vocab).double() for row in (rows.p1, rows.q1))
+        codes = torch.tensor([a * rows.vocab + b for a, b in drawn.shown])
+        tv, law = pair_law(rows.rows, p0 / p0.sum(), q0 / q0.sum(), rule, k, judge, codes)
+    assert tv == pytest.approx(drawn.tv_rule)
+    counts = torch.tensor([round(f * n) for f in drawn.speculative], dtype=torch.double)
+    expected = torch.tensor([*law.tolist(), 1 - float(law.sum())], dtype=torch.double)
+    assert chi_square.chi2_pvalue(counts, expected) > 1e-3

@@ -174,12 +174,22 @@ def test_the_block_prefix_verdict_says_what_the_two_token_check_found(pair):
     assert "do not follow p" in caught and "pairs (a, b) do not come out as often" in caught
     assert "proves nothing here" in caught and "first-token check cannot see this mistake" in caught
     assert "No departure" not in caught and "Too little power" not in caught
-    at_one = verdicts.markdown(ex, replace(pairs, k=1, p_value_speculative=0.5))
+    at_one = verdicts.markdown(ex, replace(pairs, k=1, p_value_speculative=0.5, tv_rule=0.0))
     assert "Not caught at K = 1, and it cannot be" in at_one and "set K to 2 or more" in at_one
-    missed = verdicts.markdown(ex, replace(pairs, p_value_speculative=0.5))
-    assert "Not caught at this N" in missed and "raise N or the temperature" in missed
-    for text in (at_one, missed):
+    unseen = replace(pairs, p_value_speculative=0.5, power_rule=0.2)
+    weak = verdicts.markdown(ex, unseen)
+    assert "Not caught at this N" in weak and "raise N or the temperature" in weak
+    assert "catch this rule with 20% probability" in weak
+    for text in (at_one, weak):
         assert "do not follow p" not in text and "still wrong" in text and text.startswith("– ")
+    # Missed where this N catches it with more than 99%: another run, never a lack of power.
+    missed = verdicts.markdown(ex, replace(pairs, p_value_speculative=0.5))
+    assert missed.startswith("? **Not caught this time, though this N has the power for it")
+    assert "one of the other less than 1%" in missed and "still wrong" in missed
+    # Where the rule's first token can be too many tokens to pay rows for, the line says so.
+    uncounted = verdicts.markdown(ex, replace(pairs, p_value_speculative=0.5, tv_rule=None))
+    assert "distance from p(a)·p(b | a) is not computed here" in uncounted
+    assert uncounted.startswith("– **Not caught at this N") and "not computed" in uncounted
 
 
 def test_the_greedy_note_blames_rounding_only_for_a_near_tie():
@@ -191,3 +201,66 @@ def test_the_greedy_note_blames_rounding_only_for_a_near_tie():
     assert "part at new token 4" in note and "**3.5000**" in note
     assert "not explained by rounding" in note and "worth reporting" in note
     assert "close enough to a tie" not in note
+
+
+def check_lines(text: str) -> tuple[str, str]:
+    """The first-token line and the two-token line of a verdict."""
+    rows = text.split("\n")
+    return (
+        next(row for row in rows if row.startswith("**First token")),
+        next(row for row in rows if row.startswith("**First two tokens")),
+    )
+
+
+@pytest.mark.parametrize("temperature", [0.1, 1.0])
+@pytest.mark.parametrize("n", [100, 200])
+@pytest.mark.parametrize("name", list(RULES))
+def test_every_check_states_what_its_n_could_catch_and_the_mistakes_own_distance(
+    pair, name, n, temperature
+):
+    """Whatever the rule, N and outcome, the first-token line and the two-token line each say
+    the smallest departure their N catches with 95% probability (``chi_square.detectable_tv``
+    over that check's bins), or that it could test nothing; under a mistake, each also says
+    how far the rule itself moves that check's law from p, computed, and the two-token line
+    names the judge the rule really ran (block-prefix judges a block under either setting)."""
+    config = parse_run(PROMPT, k=2, temperature=temperature)
+    rule = RULES[name]
+    ex = exactness.measure(pair, config, n, rule=rule, generator=make_generator(0, "cpu"))
+    pairs = joint.measure_pairs(pair, encode(pair, config), config.sampling, n,
+                                make_generator(0, "cpu"), rule, k=2)  # fmt: skip
+    first, second = check_lines(verdicts.markdown(ex, pairs, config))
+    for line, check in ((first, ex), (second, pairs)):
+        reach = f"total variation {check.detectable_tv:.3f} or more; smaller ones it cannot see"
+        assert reach in line or "could not see any departure: raise N" in line
+        assert "95% probability" in line or "could not see any departure" in line
+    if name == "exact":
+        assert "This rule moves" not in first + second
+        return
+    assert pairs.tv_rule is not None and 0.0 <= pairs.tv_rule <= 1.0
+    moves = verdicts.distance(ex.tv_rule)
+    assert f"moves the first token {moves} from p in total variation" in first
+    moves = verdicts.distance(pairs.tv_rule)
+    assert f"first two tokens {moves} from p(a)·p(b | a) in total variation" in second
+    judged = "judged as a whole block" if rule.block_prefix else "judged token by token"
+    assert judged in second
+
+
+def test_the_block_prefix_verdict_at_small_n_states_both_checks_reach_and_its_distance(pair):
+    """The block-prefix mistake at N = 100 on the tiny pair at T = 1, judge set to token by
+    token: its rounds are judged as a block, and the two-token line says so; it says the
+    smallest two-token departure 100 draws catch and the rule's own two-token distance
+    (0.14, computed), with the chance of catching it, so a pass reads as too little power."""
+    config = parse_run(PROMPT, k=2, temperature=1.0)
+    rule = RULES["block-prefix"]
+    ex = exactness.measure(pair, config, 100, rule=rule, generator=make_generator(0, "cpu"))
+    pairs = joint.measure_pairs(pair, encode(pair, config), config.sampling, 100,
+                                make_generator(0, "cpu"), rule, k=2, judge="token")  # fmt: skip
+    assert pairs.judge == "block" and 0.1 < pairs.tv_rule < pairs.detectable_tv
+    text = verdicts.markdown(ex, replace(pairs, p_value_speculative=0.5), config)
+    _, second = check_lines(text)
+    assert "judged token by token" not in second and "judged as a whole block" in second
+    assert f"departure from p(a)·p(b | a) of total variation {pairs.detectable_tv:.3f}" in second
+    assert f"moves the first two tokens {pairs.tv_rule:.3f} from p(a)·p(b | a)" in second
+    assert f"catch with {verdicts.chance(pairs.power_rule)} probability" in second
+    assert text.startswith("– **Not caught at this N: raise N or the temperature**")
+    assert f"catch this rule with {verdicts.chance(pairs.power_rule)} probability" in text
