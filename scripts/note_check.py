@@ -56,7 +56,7 @@ def settled_note(page, before: str, seconds: float = 600) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         note, busy = page.inner_text(NOTE), page.inner_text(BUSY).strip()
-        if note != before and not busy and "Why the" in note:
+        if note != before and not busy and ("Why the" in note or "disturbed" in note):
             return note
         page.wait_for_timeout(500)
     raise TimeoutError("the cost note did not change after Generate")
@@ -76,6 +76,7 @@ def generate_tab():
                 page.set_default_timeout(900_000)
                 page.goto(url)
                 page.wait_for_selector("#generate")
+                page.get_by_role("button", name="More settings").click()
                 page.check("#fresh-run input")
                 yield page
                 browser.close()
