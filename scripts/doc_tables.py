@@ -283,6 +283,15 @@ def run_lead(name: str, what: str) -> str:
     )
 
 
+# The first columns of the copy tables: the cell, the target alone, transformers' prompt lookup.
+AGAINST_LOOKUP = ["set", "T", "target alone tok/s", "transformers' prompt lookup"]
+
+
+def against_lookup(name: str, t: float, cell: dict) -> list[str]:
+    """A copy table's first cells (AGAINST_LOOKUP) from one of the row's bench cells."""
+    return [name, temp(t), f"{cell['baseline_tok_s']:.2f}", x(cell["peer_speedup"])]
+
+
 def edits() -> str:
     """Copies from the suffix index against the target alone and transformers' prompt lookup
     on the edits and copy sets, at automatic K, side by side."""
@@ -295,10 +304,7 @@ def edits() -> str:
         marks[-1] = f"**{marks[-1]}**"
         rows.append(
             [
-                name,
-                temp(t),
-                f"{hybrid['baseline_tok_s']:.2f}",
-                x(hybrid["peer_speedup"]),
+                *against_lookup(name, t, hybrid),
                 *marks,
                 x(hybrid["vs_peer"]),
                 pct(hybrid["copied_share"]),
@@ -307,10 +313,7 @@ def edits() -> str:
             ]
         )
     header = [
-        "set",
-        "T",
-        "target alone tok/s",
-        "transformers' prompt lookup",
+        *AGAINST_LOOKUP,
         *(h for _, h in EDIT_METHODS),
         "suffix hybrid / transformers' lookup",
         "suffix hybrid: guesses copied",
@@ -328,19 +331,13 @@ def edits_drafters() -> str:
         cells = [current_cell(r, name, t, d) for d, _ in DRAFTER_METHODS]
         rows.append(
             [
-                name,
-                temp(t),
-                f"{cells[0]['baseline_tok_s']:.2f}",
-                x(cells[0]["peer_speedup"]),
+                *against_lookup(name, t, cells[0]),
                 *(x(c["speedup"]) for c in cells),
                 *(pct(c["wasted_share"]) for c in cells),
             ]
         )
     header = [
-        "set",
-        "T",
-        "target alone tok/s",
-        "transformers' prompt lookup",
+        *AGAINST_LOOKUP,
         *(h for _, h in DRAFTER_METHODS),
         *(f"{h}: rows wasted" for _, h in DRAFTER_METHODS),
     ]

@@ -13,7 +13,7 @@ import torch
 
 from specdemo.lm import Stopwatch
 from specdemo.profile import fastest_mode, fastest_of, synthetic_context
-from specdemo.target_step import held_step, make_target_step, resolve_target_step
+from specdemo.target_step import held_step, resolve_target_step
 
 TIMED_ROWS = (1, 5)  # a plain step and the verify pass of K = 4
 
@@ -36,16 +36,16 @@ def timed_target_step(model, context: list[int], step: str, rows=TIMED_ROWS, rep
     """(median seconds of one pass over each of `rows` rows after `context`, summed; the step
     object): its kind and, for a graph, any capture problem say what ran. A graph is captured
     in the warm-up round."""
-    runner = make_target_step(model, step)
-    runner.fits(len(context) + max(rows))
-    runner.run(context)
-    clock, times = Stopwatch(model.device), []
-    for _ in range(repeats + 1):  # the first round is a warm-up
-        clock.lap()
-        for n in rows:
-            runner.verify(context[-n:])
-            runner.crop(n)
-        times.append(clock.lap())
+    with held_step(model, step) as runner:  # its captures stay for the requests after
+        runner.fits(len(context) + max(rows))
+        runner.run(context)
+        clock, times = Stopwatch(model.device), []
+        for _ in range(repeats + 1):  # the first round is a warm-up
+            clock.lap()
+            for n in rows:
+                runner.verify(context[-n:])
+                runner.crop(n)
+            times.append(clock.lap())
     return statistics.median(times[1:]), runner
 
 
