@@ -11,8 +11,9 @@ try:  # on a ZeroGPU Space, spaces must be imported before torch touches CUDA
 except ImportError:
     pass
 
-from specdemo import models, threads
+from specdemo import models
 from specdemo.app.page import preparing, ui
+from specdemo.runtime import threads
 
 if __name__ == "__main__":
     threads.cap()  # torch's threads within the CPUs and quota this process may use

@@ -3,7 +3,7 @@ against the straight line automatic K draws between the widths the profile times
 
     python scripts/copy_widths.py [out.json]
 
-The embedded pair's target at the profile's synthetic context (``profile.synthetic_context``),
+The embedded pair's target at the profile's synthetic context (``modes.synthetic_context``),
 each width the median of 5 passes, all widths taking turns within each repeat, over two rounds
 of the whole grid (``profile.pass_seconds``). The line is ``StepCosts.pass_seconds`` over the
 widths ``profile.target_costs`` times: 1-9 rows and the copies' 17 and 33 (docs/BENCHMARKS.md,
@@ -18,10 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
+from specdemo.cost.profile import COPY_KS, PROFILE_KS, pass_seconds  # noqa: E402
+from specdemo.cost.theory import StepCosts  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
-from specdemo.profile import COPY_KS, PROFILE_KS, pass_seconds, synthetic_context  # noqa: E402
-from specdemo.theory import StepCosts  # noqa: E402
+from specdemo.runtime.modes import synthetic_context  # noqa: E402
 
 ROWS = tuple(range(1, 34))
 

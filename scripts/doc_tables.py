@@ -20,7 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdemo import bench_report, dispatch  # noqa: E402
+from specdemo.bench import dispatch_measure  # noqa: E402
+from specdemo.bench import report as bench_report  # noqa: E402
+from specdemo.cost import dispatch  # noqa: E402
 
 BENCH = ROOT / "docs" / "bench"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(BENCH.glob("*.md"))]
@@ -1115,17 +1117,19 @@ def nth_table(text: str, n: int) -> str:
 
 
 def dispatch_archs() -> str:
-    return nth_table(dispatch.markdown(dispatch.report_from_measured(load("dispatch.json"))), 0)
+    report = dispatch.report_from_measured(load("dispatch.json"))
+    return nth_table(dispatch_measure.markdown(report), 0)
 
 
 def dispatch_pairs() -> str:
-    return nth_table(dispatch.markdown(dispatch.report_from_measured(load("dispatch.json"))), 1)
+    report = dispatch.report_from_measured(load("dispatch.json"))
+    return nth_table(dispatch_measure.markdown(report), 1)
 
 
 def dispatch_trees() -> str:
     """Tree passes and the fastest chain and fishbone on the H200, predicted from the dispatch
-    model's measured inputs (``specdemo.dispatch_trees``)."""
-    from specdemo import dispatch_trees as trees  # noqa: PLC0415
+    model's measured inputs (``specdemo.cost.dispatch_trees``)."""
+    from specdemo.cost import dispatch_trees as trees  # noqa: PLC0415
 
     measured = dispatch.report_from_measured(load("dispatch.json")).measured
     rows = []
@@ -1318,7 +1322,7 @@ def zerogpu_jobs():
     from specdemo.app.config import parse_run
     from specdemo.app.page import gpu, jobs
     from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
-    from specdemo.dispatch import ARCHS
+    from specdemo.cost.dispatch import ARCHS
 
     ids = tuple(range(PROMPT_TOKENS))
     deep = gpu.Budget.of_archs(ARCHS["14B"], ARCHS["0.5B"])

@@ -32,14 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scripts.rank_tokens import machine  # noqa: E402
-from specdemo import draft_vocab  # noqa: E402
 from specdemo.app.exact.exactness import next_token_probs  # noqa: E402
-from specdemo.bench import PROMPTS_FILE  # noqa: E402
-from specdemo.engine import generate  # noqa: E402
-from specdemo.lm import Stopwatch, cut_head, forward, head_over  # noqa: E402
+from specdemo.bench.grid import PROMPTS_FILE  # noqa: E402
+from specdemo.cost.profile import pass_seconds  # noqa: E402
+from specdemo.decode.engine import generate  # noqa: E402
+from specdemo.draft import draft_vocab  # noqa: E402
+from specdemo.judge.sampling import SamplingConfig  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
-from specdemo.profile import pass_seconds, synthetic_context  # noqa: E402
-from specdemo.sampling import SamplingConfig  # noqa: E402
+from specdemo.runtime.lm import Stopwatch, cut_head, forward, head_over  # noqa: E402
+from specdemo.runtime.modes import synthetic_context  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
 
 SIZES = (4096, 8192, 16384, 24576, 32768, 49152, 65536)

@@ -55,8 +55,8 @@ import torch
 import transformers
 from packaging.specifiers import SpecifierSet
 
-import specdemo.bench  # noqa: F401
-import specdemo.bench_report  # noqa: F401
+import specdemo.bench.grid  # noqa: F401
+import specdemo.bench.report  # noqa: F401
 from specdemo.cli import build_parser
 from specdemo.models import compute_dtype
 from specdemo.models.convert import import_bitsandbytes
@@ -98,10 +98,10 @@ EOF
     echo "dry run: stopping before CUDA. The GPU run would go on with:"
     echo "  python3 -m specdemo bench ${random_pair[*]}"
     echo "  python3 -m specdemo bench ${self_draft[*]}"
-    echo "  python3 -m specdemo.bench_report $out/random-pair $out/self-draft"
+    echo "  python3 -m specdemo.bench.report $out/random-pair $out/self-draft"
     exit 0
 fi
 (( reuse )) || python3 scripts/make_random_pair.py "$models"
 python3 -m specdemo bench "${random_pair[@]}"
 python3 -m specdemo bench "${self_draft[@]}"
-python3 -m specdemo.bench_report "$out/random-pair" "$out/self-draft" | tee "$out/summary.md"
+python3 -m specdemo.bench.report "$out/random-pair" "$out/self-draft" | tee "$out/summary.md"

@@ -299,10 +299,11 @@ def check_handlers(run: Run) -> list[Outcome]:
 
 
 def check_step_costs(run: Run) -> list[Outcome]:
-    from specdemo import bench
     from specdemo.app.page import gpu
+    from specdemo.bench import grid as bench
+    from specdemo.cost.profile import PROFILE_KS
     from specdemo.models import load_pair, warm_up
-    from specdemo.profile import PROFILE_KS, synthetic_context
+    from specdemo.runtime.modes import synthetic_context
 
     layers = ["--layers", "2"] if run.dry else []
     build = [sys.executable, "scripts/make_random_pair.py", str(run.models), *layers]
@@ -334,10 +335,10 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
     argmax, max difference within NF4_TOLERANCE eps of the largest logit), and the table shows
     each step's time and c. Then what automatic K does with the eager costs after 100 rounds at
     0.9 per draft: at c >= 0.8 it must stop drafting with the model (K = 0)."""
-    from specdemo.draft_step import make_draft_step
-    from specdemo.drafters import drafter_head
-    from specdemo.policy import Acceptance, AutoK
-    from specdemo.profile import draft_seconds
+    from specdemo.cost.policy import Acceptance, AutoK
+    from specdemo.draft.drafters import drafter_head
+    from specdemo.runtime.modes import timed_draft_step
+    from specdemo.runtime.steps import make_draft_step
 
     head = drafter_head(pair.draft, context)  # a drafter's own: ranked rows and the text's ids
     mode = "graph" if torch.device(pair.draft.device).type == "cuda" else "static"
@@ -368,7 +369,7 @@ def draft_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[O
                                 f"{REPLAY_STEPS} steps, argmax same: {same} ({ties} near-ties); "
                                 f"max diff {worst:.2e} of max|logit|"
                                 + (f"; capture failed: {problem}" if problem else "")))  # fmt: skip
-        t_other = draft_seconds(pair.draft, context, head, mode)
+        t_other = timed_draft_step(pair.draft, context, head, mode)[0]
     capture = f"; capture {ms(other.capture_seconds)}" if mode == "graph" else ""
     outcomes.append(Outcome(f"5 t_draft {mode}", RAN,
                             f"{ms(t_other)} = {t_other / costs.t_step:.2f} target steps "
@@ -390,9 +391,9 @@ def target_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[
     logits (within NF4_TOLERANCE eps of the largest); the table shows each mode's step and
     passes, what capture saved, and the race of the plain loop and of fixed K = 3 with the
     target's passes in each mode (the target alone and the speculative run alike)."""
-    from specdemo.engine import autoregressive_generate, generate
-    from specdemo.target_profile import timed_target_step
-    from specdemo.target_step import make_target_step
+    from specdemo.decode.engine import autoregressive_generate, generate
+    from specdemo.runtime.modes import timed_passes
+    from specdemo.runtime.steps import make_target_step
 
     mode = "graph" if torch.device(pair.target.device).type == "cuda" else "static"
     rows = list(range(1, 10))
@@ -411,9 +412,9 @@ def target_step_outcomes(pair, context: list[int], costs, judged: bool) -> list[
         eps = torch.finfo(pair.target.dtype).eps
         problem = getattr(other, "problem", "")
         ok = worst <= NF4_TOLERANCE * eps and not problem
-        t = {m: timed_target_step(pair.target, context, m, rows=(1,))[0] for m in ("eager", mode)}
+        t = {m: timed_passes(pair.target, context, (1,), m)[0][1] for m in ("eager", mode)}
         passes = {
-            m: timed_target_step(pair.target, context, m, rows=tuple(rows[1:]))[0]
+            m: sum(timed_passes(pair.target, context, tuple(rows[1:]), m)[0].values())
             for m in ("eager", mode)
         }
     capture = f"; capture {ms(other.capture_seconds)}" if mode == "graph" else ""

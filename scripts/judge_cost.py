@@ -19,8 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdemo.machine import machine  # noqa: E402
-from specdemo.verify import verify  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
+from specdemo.judge.verify import verify  # noqa: E402
 
 VOCAB = 151_936
 

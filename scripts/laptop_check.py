@@ -23,9 +23,9 @@ from specdemo.app.generate import race
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session  # noqa: E402
 from specdemo.app.settings import load_examples  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
+from specdemo.cost.profile import costs_for  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
-from specdemo.profile import costs_for  # noqa: E402
 
 
 def bookkeeping(run) -> float:

@@ -28,11 +28,11 @@ from transformers import DynamicCache, StaticCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specdemo.bench import PROMPTS_FILE  # noqa: E402
-from specdemo.lm import Stopwatch, cut_head  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.grid import PROMPTS_FILE  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
 from specdemo.models import load_pair, warm_up  # noqa: E402
-from specdemo.profile import synthetic_context  # noqa: E402
+from specdemo.runtime.lm import Stopwatch, cut_head  # noqa: E402
+from specdemo.runtime.modes import synthetic_context  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
 
 REPEATS = 9

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from specdemo import dispatch
+from specdemo.cost import dispatch
 from specdemo.models import build_tiny_tokenizer
 from specdemo.models.convert import quiet_transformers
 

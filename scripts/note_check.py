@@ -23,7 +23,7 @@ from playwright.sync_api import sync_playwright
 from room_check import start_app
 
 from specdemo.app.generate.costs import NOISE
-from specdemo.machine import machine
+from specdemo.bench.machine import machine
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 VERIFY = re.compile(r"verifying (\d+) tokens \(K = (\d+)\) costs ([\d.]+) target steps")

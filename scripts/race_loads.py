@@ -19,7 +19,7 @@ from pathlib import Path
 from note_check import generate_tab, generated, runs_and_out
 
 from specdemo.app.generate.loads import LOAD_GAP
-from specdemo.machine import machine
+from specdemo.bench.machine import machine
 
 UNEVEN = "Uneven loads"
 

@@ -50,8 +50,8 @@ KEPT = 65_536  # ranked ids the file keeps: more than any head uses
 
 
 def machine() -> dict:
-    """Where the answers were generated (``specdemo.machine``)."""
-    from specdemo.machine import machine as where
+    """Where the answers were generated (``specdemo.bench.machine``)."""
+    from specdemo.bench.machine import machine as where
 
     return where("cpu")
 
@@ -152,7 +152,7 @@ def build(args) -> None:
     weights = ", ".join(f"{w:g} x {name}" for name, w in WEIGHTS.items())
     out = {
         "about": "Token ids of the Qwen2.5 vocabulary, most frequent first, for the draft's "
-        "output head (specdemo/draft_vocab.py): the chat's special tokens and the 256 byte "
+        "output head (specdemo/draft/draft_vocab.py): the chat's special tokens and the 256 byte "
         f"tokens, then by a score, the sum of {weights}: each id's share of the target's "
         "answers (docs/bench/rank-answers.json), of English word frequencies (wordfreq "
         f"{wordfreq_version()}, top {WORDS:,} words), of code ({'; '.join(code_read)}), and a "

@@ -26,7 +26,7 @@ from gradio_client import Client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."
 PEOPLE = 20

@@ -5,7 +5,7 @@
 Starts the app (SPECDEMO_PAIR, default the embedded pair) as scripts/room_check.py does, then
 sends four default races (automatic K, 128 tokens, T 0.7), each with its own seed and "Fresh
 run", all at once, as four people in a room would; optionally beside N busy processes of its own
-(``specdemo.busy``). For each visitor it records the speedup the page showed (automatic K
+(``specdemo.bench.busy``). For each visitor it records the speedup the page showed (automatic K
 against the target alone, both measured in that visitor's race), the mean K and how long the
 visitor waited.
 """
@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from room_check import PROMPT, start_app  # noqa: E402
 
-from specdemo.busy import busy  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.busy import busy  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
 
 VISITORS = 4
 

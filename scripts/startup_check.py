@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench" / "startup.json"))
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args(argv)
-    from specdemo.machine import machine
+    from specdemo.bench.machine import machine
 
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "SPECDEMO_CACHE": cache, "HF_HUB_OFFLINE": "1"}

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from specdemo.app.generate import costs, race
 from specdemo.app.page import handlers
 from specdemo.app.page.session import Session  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime."

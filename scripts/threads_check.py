@@ -19,11 +19,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdemo import threads  # noqa: E402
-from specdemo.busy import busy  # noqa: E402
-from specdemo.lm import forward  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.busy import busy  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
 from specdemo.models import load_pair, warm_up  # noqa: E402
+from specdemo.runtime import threads  # noqa: E402
+from specdemo.runtime.lm import forward  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
 
 STEPS = 24

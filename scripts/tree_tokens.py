@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdemo.bench import PROMPTS_FILE  # noqa: E402
-from specdemo.engine import generate  # noqa: E402
-from specdemo.machine import machine  # noqa: E402
+from specdemo.bench.grid import PROMPTS_FILE  # noqa: E402
+from specdemo.bench.machine import machine  # noqa: E402
+from specdemo.decode.engine import generate  # noqa: E402
 from specdemo.models import load_pair  # noqa: E402
 from specdemo.text import encode_prompt  # noqa: E402
 

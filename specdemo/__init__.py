@@ -1,7 +1,16 @@
 """specdemo: speculative decoding with exact acceptance sampling, made visible."""
 
+from specdemo.cost.policy import AutoK
+from specdemo.cost.theory import StepCosts
+from specdemo.decode.engine import (
+    autoregressive_generate,
+    generate,
+    make_generator,
+    speculative_generate,
+)
+from specdemo.decode.rounds import Result, Round, Stats, Step
 from specdemo.defaults import DEFAULTS
-from specdemo.drafters import (
+from specdemo.draft.drafters import (
     Drafter,
     HybridDrafter,
     LookupDrafter,
@@ -9,16 +18,7 @@ from specdemo.drafters import (
     Proposal,
     make_drafter,
 )
-from specdemo.engine import (
-    autoregressive_generate,
-    generate,
-    make_generator,
-    speculative_generate,
-)
-from specdemo.policy import AutoK
-from specdemo.rounds import Result, Round, Stats, Step
-from specdemo.sampling import RULES, AcceptanceRule, SamplingConfig
-from specdemo.theory import StepCosts
+from specdemo.judge.sampling import RULES, AcceptanceRule, SamplingConfig
 
 __all__ = [
     "DEFAULTS",

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from specdemo.defaults import DEFAULTS, DRAFTERS, default_drafter
+from specdemo.judge.verify import JUDGES
 from specdemo.models.pairs import DEVICES, PRECISIONS
-from specdemo.verify import JUDGES
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -45,18 +45,18 @@ def load(args, quiet: bool = False):
 
 
 def cmd_generate(args) -> int:
-    from specdemo.drafters import make_drafter
-    from specdemo.engine import (
+    from specdemo.decode.engine import (
         check_tree_width,
         make_generator,
         resolve_k,
         speculative_generate,
     )
-    from specdemo.render import ansi, legend_ansi, round_spans
-    from specdemo.rounds import Stats
-    from specdemo.sampling import SamplingConfig
+    from specdemo.decode.render import ansi, legend_ansi, round_spans
+    from specdemo.decode.rounds import Stats
+    from specdemo.draft.drafters import make_drafter
+    from specdemo.judge.sampling import SamplingConfig
+    from specdemo.runtime.threads import fitted
     from specdemo.text import Detokenizer, encode_prompt
-    from specdemo.threads import fitted
 
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # checked before loading
     if (args.k != "auto" and args.k < 0) or args.max_new_tokens < 0:
@@ -146,23 +146,27 @@ def cmd_prepare(args) -> int:
 def cmd_bench(args) -> int:
     if args.dispatch:
         return cmd_dispatch(args)
-    from specdemo import bench
+    from specdemo.bench import grid as bench
 
     return bench.main(load(args, quiet=args.json), args)
 
 
 def cmd_dispatch(args) -> int:
-    """The dispatch cost model (``specdemo.dispatch``): loads no pair, measures on the CPU."""
+    """The dispatch cost model (``specdemo.cost.dispatch``): loads no pair, measures on the CPU."""
     import dataclasses
 
-    from specdemo import dispatch, dispatch_measure
+    from specdemo.bench import dispatch_measure
+    from specdemo.cost import dispatch
 
     if args.measured:  # a recorded report's measured inputs, predicted again
         recorded = json.loads(Path(args.measured).read_text())
         report = dispatch.report_from_measured(recorded)
     else:
         report = dispatch_measure.dispatch_report()
-    print(json.dumps(dataclasses.asdict(report)) if args.json else dispatch.markdown(report))
+    text = (
+        json.dumps(dataclasses.asdict(report)) if args.json else dispatch_measure.markdown(report)
+    )
+    print(text)
     return 0
 
 
@@ -353,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from specdemo import threads
+    from specdemo.runtime import threads
 
     threads.cap()  # torch's threads within the CPUs and quota this process may use
     try:

@@ -35,7 +35,7 @@ class ToyCache:
         del self.tokens[tokens_to_remove:]
 
     def keep_rows(self, rows: list[int]) -> None:
-        """After a tree pass: only `rows`, in order (``tree.keep_rows``)."""
+        """After a tree pass: only `rows`, in order (``kv.keep_rows``)."""
         self.tokens = [self.tokens[r] for r in rows]
 
 
@@ -241,12 +241,12 @@ def replay_against_eager(model, head=None, context=None, steps: int = 32, frozen
     length as an int) to show that this check sees it."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from specdemo.draft_step import EagerDraftStep, StaticDraftStep
-    from specdemo.lm import forward
+    from specdemo.runtime.lm import forward
+    from specdemo.runtime.steps import EagerStep, StaticStep
 
     context = list(context or range(3, 15))
-    static = StaticDraftStep(model, head, capacity=len(context) + steps + 8)
-    eager = EagerDraftStep(model, head)
+    static = StaticStep(model, head, capacity=len(context) + steps + 8)
+    eager = EagerStep(model, head)
     static.run(context)
     eager.run(context)
     ids = torch.zeros((1, 1), dtype=torch.long, device=model.device)

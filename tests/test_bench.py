@@ -1,4 +1,4 @@
-"""specdemo.bench, checked on the CPU with a CUDA device faked: transformers' runs (target
+"""specdemo.bench.grid, checked on the CPU with a CUDA device faked: transformers' runs (target
 alone and assisted) and specdemo's wait for the device the same way, around every model pass."""
 
 import copy
@@ -9,9 +9,11 @@ import pytest
 import torch
 from conftest import ROOT
 
-from specdemo import bench, bench_report, bench_runs
-from specdemo.lm import Stopwatch, head_over
-from specdemo.sampling import SamplingConfig
+from specdemo.bench import grid as bench
+from specdemo.bench import report as bench_report
+from specdemo.bench import runs as bench_runs
+from specdemo.judge.sampling import SamplingConfig
+from specdemo.runtime.lm import Stopwatch, head_over
 
 ARGS = SimpleNamespace(adaptive=False, draft_head_rows=None)  # the CLI's bench arguments used
 

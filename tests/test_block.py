@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from specdemo.app.exact.chi_square import chi2_pvalue, power
-from specdemo.sampling import EXACT, RULES, residual
-from specdemo.traversal import traversal
-from specdemo.tree import Fishbone, node_rule
-from specdemo.verify import block_chances, verify, verify_many
+from specdemo.judge.sampling import EXACT, RULES, residual
+from specdemo.judge.traversal import traversal
+from specdemo.judge.tree import Fishbone, node_rule
+from specdemo.judge.verify import block_chances, verify, verify_many
 
 VOCAB = 3
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specdemo.busy import busy
+from specdemo.bench.busy import busy
 
 
 def test_busy_processes_spin_through_the_block_and_are_stopped_after_it_even_on_error():
@@ -34,7 +34,7 @@ def test_a_busy_process_that_ended_early_is_said_and_a_negative_count_is_refused
 
 
 def test_a_failed_start_stops_the_busy_processes_already_started(monkeypatch):
-    from specdemo import busy as module
+    from specdemo.bench import busy as module
 
     started, real = [], subprocess.Popen
 
@@ -51,7 +51,8 @@ def test_a_failed_start_stops_the_busy_processes_already_started(monkeypatch):
 
 
 def test_a_busy_process_ends_when_the_process_that_started_it_is_killed():
-    code = "from specdemo.busy import busy\nwith busy(1) as (p,):\n    print(p.pid, flush=True)\n"
+    code = "from specdemo.bench.busy import busy\n"
+    code += "with busy(1) as (p,):\n    print(p.pid, flush=True)\n"
     code += "    input()\n"
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                               stdin=subprocess.PIPE, text=True)  # fmt: skip

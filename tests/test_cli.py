@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from specdemo import bench_report, cli
+from specdemo import cli
+from specdemo.bench import report as bench_report
 from specdemo.defaults import DEFAULTS
 
 TINY = ["--pair", "tiny", "--precision", "fp32", "--device", "cpu"]
@@ -77,7 +78,7 @@ def test_generate_streams_plain_text_and_a_summary_line(capsys):
 def test_the_summary_names_each_verify_pass_by_its_rows():
     """A chain of K = 2 is a pass over 3 rows; a fishbone of K = 2 at width 3, over 7: the
     summary names each measured pass by its rows, never by a K that a tree's pass is not."""
-    from specdemo.rounds import Stats
+    from specdemo.decode.rounds import Stats
 
     stats = Stats(new_tokens=10, wall_time=1.0, rounds=2, verify_times={3: [0.02], 7: [0.05]})
     line = cli.summary(stats)
@@ -147,7 +148,8 @@ def test_bench_measures_each_load_in_turn_beside_its_own_busy_processes(tmp_path
     on purpose) is flagged in the JSON and left out of the tables."""
     import contextlib
 
-    from specdemo import bench, busy
+    from specdemo.bench import busy
+    from specdemo.bench import grid as bench
 
     loads = []
 

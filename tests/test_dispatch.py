@@ -8,11 +8,13 @@ from unittest import mock
 
 import pytest
 
-from specdemo import cli, dispatch, dispatch_measure
-from specdemo.dispatch import ARCHS, Measured, arch_of, best_k, predict, predict_pair
+from specdemo import cli
+from specdemo.bench import dispatch_measure
+from specdemo.cost import dispatch
+from specdemo.cost.dispatch import ARCHS, Measured, arch_of, best_k, predict, predict_pair
+from specdemo.cost.theory import StepCosts
 from specdemo.models.kernels import four_bit_problem
 from specdemo.models.pairs import PAIRS, ModelSpec
-from specdemo.theory import StepCosts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -159,7 +161,7 @@ def test_a_tree_pass_costs_its_widest_measured_dispatch_or_its_device_time(monke
     does not grow with rows) unless the device's time, which grows with rows (dequantised
     weights and arithmetic), is larger; the fishbone priced with siblings never kept is no
     faster than the chain."""
-    from specdemo import dispatch_trees
+    from specdemo.cost import dispatch_trees
 
     arch = dispatch.ARCHS["1.5B"]
     slow_host = dispatch.Measured(28, {1: 0.040, 9: 0.048}, {1: 1025, 9: 1032})

@@ -5,9 +5,9 @@ import json
 import torch
 from conftest import ROOT, load_script, tiny_model
 
-from specdemo import draft_vocab
-from specdemo.drafters import make_drafter
-from specdemo.sampling import SamplingConfig
+from specdemo.draft import draft_vocab
+from specdemo.draft.drafters import make_drafter
+from specdemo.judge.sampling import SamplingConfig
 
 QWEN_VOCAB = 151_936
 ENDOFTEXT, IM_END, IM_START = 151_643, 151_645, 151_644
@@ -78,7 +78,7 @@ def test_a_loaded_pair_drafts_from_its_ranked_rows_in_place_and_writes_what_a_co
     same tokens, round by round, as the same draft with its rows copied out."""
     from specdemo import generate
     from specdemo.models import load_pair
-    from specdemo.vocab import vocab_size
+    from specdemo.runtime.lm import vocab_size
 
     pair = load_pair("tiny")
     plain = pair.draft

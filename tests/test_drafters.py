@@ -8,8 +8,9 @@ import torch
 from conftest import ToyLM, ToyStaticCache, tiny_model, toy_tables
 
 import specdemo
-from specdemo import draft_step, draft_vocab
-from specdemo.drafters import (
+from specdemo.decode.engine import make_generator, speculative_generate
+from specdemo.draft import draft_vocab
+from specdemo.draft.drafters import (
     HYBRID_MIN_NGRAM,
     HybridDrafter,
     LookupDrafter,
@@ -17,8 +18,8 @@ from specdemo.drafters import (
     NgramIndex,
     make_drafter,
 )
-from specdemo.engine import make_generator, speculative_generate
-from specdemo.sampling import SamplingConfig
+from specdemo.judge.sampling import SamplingConfig
+from specdemo.runtime import steps
 
 
 def reference_lookup(context: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
@@ -108,8 +109,8 @@ def test_model_drafter_rolls_back_its_cache(step, monkeypatch):
     the toy's cache holds its tokens, so the test reads exactly what it holds. A static cache
     (a fixed buffer whose crop only moves its length) starts over, larger, when a context
     outgrows it: 10 slots hold the first round, not the second."""
-    monkeypatch.setattr(draft_step, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
-    monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 10)
+    monkeypatch.setattr(steps, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
+    monkeypatch.setattr(steps, "FIRST_CAPACITY", 10)
     table, _ = toy_tables(8)
     draft = ToyLM(table)
     drafter = ModelDrafter(draft, SamplingConfig(0.0), step=step)

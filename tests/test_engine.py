@@ -5,11 +5,11 @@ import torch
 from conftest import BigramLM, tiny_model, toy_tables
 
 import specdemo
-from specdemo import draft_vocab
-from specdemo.drafters import LookupDrafter, ModelDrafter, Proposal
-from specdemo.engine import autoregressive_generate, make_generator, speculative_generate
-from specdemo.rounds import Stats
-from specdemo.sampling import SamplingConfig
+from specdemo.decode.engine import autoregressive_generate, make_generator, speculative_generate
+from specdemo.decode.rounds import Stats
+from specdemo.draft import draft_vocab
+from specdemo.draft.drafters import LookupDrafter, ModelDrafter, Proposal
+from specdemo.judge.sampling import SamplingConfig
 
 PROMPTS = [[1, 2, 3, 4, 5], [17], [200, 13, 13, 13, 9, 42, 7, 7]]
 
@@ -361,7 +361,7 @@ def test_round_times_exclude_the_time_the_caller_holds_the_generator():
 
 def test_the_loop_takes_a_resolved_k_and_says_how_to_resolve_auto():
     """K is resolved before the loop: a number, or a ready policy (``engine.auto_k``)."""
-    from specdemo.engine import auto_k, resolve_k
+    from specdemo.decode.engine import auto_k, resolve_k
 
     table, close = toy_tables(6)
     target, draft = BigramLM(table), BigramLM(close)
@@ -377,7 +377,7 @@ def test_the_loop_takes_a_resolved_k_and_says_how_to_resolve_auto():
 def test_a_run_leaves_the_policy_it_is_given_as_it_was():
     """A greedy run pins its tree width to 1 and every run learns acceptance: on a copy, so a
     policy handed to two runs starts each from the same place."""
-    from specdemo.engine import auto_k
+    from specdemo.decode.engine import auto_k
 
     table, close = toy_tables(6)
     target, draft = BigramLM(table), BigramLM(close)

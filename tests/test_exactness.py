@@ -17,15 +17,15 @@ import pytest
 import torch
 from conftest import ToyLM, ToyStaticCache, toy_tables
 
-from specdemo import draft_step, target_step
 from specdemo.app.exact import chi_square
-from specdemo.drafters import LookupDrafter, ModelDrafter, make_drafter
-from specdemo.engine import make_generator, speculative_generate
-from specdemo.lm import head_over
-from specdemo.policy import MIN_EVIDENCE, Acceptance, AutoK
-from specdemo.rounds import Stats
-from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
-from specdemo.theory import StepCosts
+from specdemo.cost.policy import MIN_EVIDENCE, Acceptance, AutoK
+from specdemo.cost.theory import StepCosts
+from specdemo.decode.engine import make_generator, speculative_generate
+from specdemo.decode.rounds import Stats
+from specdemo.draft.drafters import LookupDrafter, ModelDrafter, make_drafter
+from specdemo.judge.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig, logits_to_probs
+from specdemo.runtime import steps
+from specdemo.runtime.lm import head_over
 
 N_DRAWS = 8_000
 DETECTABLE_TV = 0.06  # the largest total variation a case may miss 5% of the time at N_DRAWS
@@ -382,12 +382,12 @@ def test_speculative_samples_match_target_distribution(name):
     "name", ["k3-t1-history-caches", "k3-t1-history-hybrid", "auto-t1-history-plain-steps"]
 )
 def test_a_static_draft_cache_keeps_the_target_distribution(name, monkeypatch):
-    """The draft model's passes through fixed buffers (``draft_step.StaticDraftStep``, the CUDA
+    """The draft model's passes through fixed buffers (``steps.StaticStep``, the CUDA
     graph's cache), here a toy buffer whose crop only moves its length: history-reading toys,
     and 12 slots for 8-token prompts, so generations outgrow the buffer and start over."""
-    monkeypatch.setenv(draft_step.ENV_DRAFT_STEP, "static")
-    monkeypatch.setattr(draft_step, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
-    monkeypatch.setattr(draft_step, "FIRST_CAPACITY", 12)
+    monkeypatch.setenv(steps.ENV_DRAFT_STEP, "static")
+    monkeypatch.setattr(steps, "static_cache", lambda _, capacity: ToyStaticCache(capacity))
+    monkeypatch.setattr(steps, "FIRST_CAPACITY", 12)
     assert CASES[name][1](SamplingConfig(1.0), None).draft_model.step.kind == "static"
     assert run_case(name) > 1e-3
 
@@ -435,12 +435,10 @@ def test_the_tree_cases_keep_siblings():
 def test_a_wrong_tree_gather_fails_the_test(monkeypatch):
     """A gather that keeps the cache's first rows, right for a chain's kept tokens but not for a
     kept sibling, is caught."""
-    from specdemo import tree
+    from specdemo.runtime import kv
 
-    real = tree.keep_rows
-    monkeypatch.setattr(
-        target_step, "keep_rows", lambda cache, rows: real(cache, list(range(len(rows))))
-    )
+    real = kv.keep_rows
+    monkeypatch.setattr(steps, "keep_rows", lambda cache, rows: real(cache, list(range(len(rows)))))
     assert run_case("k3-t1-history-caches", width=2) < 1e-3
 
 
@@ -554,5 +552,5 @@ def test_judging_the_block_keeps_the_target_distribution(name, width):
 
 def test_a_wrong_cache_rollback_fails_the_test(monkeypatch):
     """A KV cache crop that keeps one rejected draft is caught too."""
-    monkeypatch.setattr(target_step, "drop_last", keep_one_rejected)
+    monkeypatch.setattr(steps, "drop_last", keep_one_rejected)
     assert run_case("k3-t1-history-caches") < 1e-3

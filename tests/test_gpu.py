@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo import bench, bench_report, bench_runs
+from specdemo.bench import grid as bench
+from specdemo.bench import report as bench_report
+from specdemo.bench import runs as bench_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a Python function that adds two numbers."

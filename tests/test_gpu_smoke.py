@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specdemo.app.page import gpu
-from specdemo.theory import StepCosts
+from specdemo.cost.theory import StepCosts
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("gpu_smoke", ROOT / "scripts" / "gpu_smoke.py")

@@ -15,10 +15,10 @@ from conftest import PROMPT
 from specdemo.app.config import encode, parse_run
 from specdemo.app.exact import exactness, joint
 from specdemo.app.page import handlers
-from specdemo.engine import make_generator
+from specdemo.decode.engine import make_generator
+from specdemo.judge.sampling import RULES
 from specdemo.models import convert, int4, kernels, load_pair, pairs
 from specdemo.models.kernels import KernelChoice
-from specdemo.sampling import RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 

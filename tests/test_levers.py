@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo.lm import cut_head
+from specdemo.runtime.lm import cut_head
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "levers.py"
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from specdemo import lm
-from specdemo.vocab import vocab_size
+from specdemo.runtime import kv, lm
+from specdemo.runtime.lm import vocab_size
 
 
 def test_a_cut_head_gives_the_first_rows_of_the_full_logits_and_shares_the_weights():
@@ -45,11 +45,11 @@ def test_forward_continues_a_cache_and_drop_last_forgets_tokens():
     model = tiny_model("qwen2", seed=0)
     whole, _ = lm.forward(model, [5, 6, 7, 8], None)
     _, cache = lm.forward(model, [5, 6, 7, 9, 9], None)
-    lm.drop_last(cache, 2)
+    kv.drop_last(cache, 2)
     assert cache.get_seq_length() == 3
     after, cache = lm.forward(model, [8], cache)
     torch.testing.assert_close(after, whole, atol=1e-5, rtol=1e-5)
-    lm.drop_last(cache, 0)
+    kv.drop_last(cache, 0)
     assert cache.get_seq_length() == 4
 
 

@@ -630,7 +630,7 @@ def test_the_default_drafts_step_replayed_follows_its_eager_steps(default_pair):
     the probe picks; a position frozen as a Python int is far off (1.5-1.6 and 1.4-1.5)."""
     from conftest import replay_against_eager
 
-    from specdemo.drafters import drafter_head
+    from specdemo.draft.drafters import drafter_head
     from specdemo.text import encode_prompt
 
     ids = encode_prompt(default_pair.tokenizer, PROMPT)

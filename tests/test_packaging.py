@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdemo import models, threads
+from specdemo import models
 from specdemo.app.page.handlers import model_details, model_markdown
 from specdemo.models import kernels, load
 from specdemo.models.kernels import KernelChoice, fallback_precision
+from specdemo.runtime import threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +65,7 @@ def test_installed_package_loads_its_example_and_bench_prompts(installed, tmp_pa
     code = (
         "import json, specdemo\n"
         "from specdemo.app.settings import load_examples\n"
-        "from specdemo.bench import PROMPTS_FILE\n"
+        "from specdemo.bench.grid import PROMPTS_FILE\n"
         "sets = json.loads(PROMPTS_FILE.read_text(encoding='utf-8'))\n"
         "print(json.dumps({'file': specdemo.__file__, 'examples': load_examples(), "
         "'sets': sets}))\n"
@@ -171,12 +172,25 @@ def test_prepare_for_4bit_without_bitsandbytes_builds_the_float_caches(no_4bit, 
     assert len(folders) == 2 and all(re.search(r"-float$", f.name) for f in folders)
 
 
-def test_no_module_of_the_package_imports_another_that_imports_it_back():
-    """specdemo's import graph, deferred imports inside functions included, has no cycle: each
-    module can be read after the ones it imports. An import of a submodule by name (``from
-    specdemo import engine``) counts as an import of that submodule."""
+# specdemo's concerns from the bottom up (docs/USAGE.md, "Code layout"): a module imports from its
+# own concern and the ones below it, never from one above. The top-level modules the core
+# shares (its defaults, tokenizer glue) sit at the bottom; the CLI, the app and the package's
+# front door at the top.
+CONCERNS = ("base", "runtime", "judge", "draft", "models", "cost", "decode", "bench", "front")
+BASE, FRONT = {"defaults", "text"}, {"", "cli", "__main__", "app"}
+
+
+def concern(module: str) -> str:
+    """The concern of a module named from the package down (``specdemo.judge.tree``)."""
+    part = module.split(".")[1] if "." in module else ""
+    return "base" if part in BASE else "front" if part in FRONT else part
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of specdemo and the modules it imports, deferred imports inside functions
+    included. An import of a submodule by name (``from specdemo.judge import tree``) counts as
+    an import of that submodule."""
     import ast
-    import graphlib
 
     root = Path(__file__).resolve().parents[1]
     modules = {}
@@ -194,8 +208,25 @@ def test_no_module_of_the_package_imports_another_that_imports_it_back():
             elif isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names if alias.name in modules}
         graph[name] = (imported & set(modules)) - {name}
-    assert graph["specdemo.drafters"] >= {"specdemo.profile"}  # the graph sees real imports
+    return graph
+
+
+def test_no_module_of_the_package_imports_another_that_imports_it_back():
+    """specdemo's import graph has no cycle: each module can be read after the ones it imports."""
+    import graphlib
+
+    graph = import_graph()
+    assert graph["specdemo.decode.engine"] >= {"specdemo.judge.verify"}  # it sees real imports
     graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
+
+
+def test_no_concern_imports_one_above_it():
+    """Every import points down the concerns (or within one), and every module has a concern."""
+    graph = import_graph()
+    rank = {name: CONCERNS.index(concern(name)) for name in graph}  # ValueError: a new folder
+    up = sorted(f"{a} -> {b}" for a, found in graph.items() for b in found if rank[b] > rank[a])
+    assert up == []
+    assert rank["specdemo.draft.drafters"] > rank["specdemo.judge.sampling"]  # the order is read
 
 
 def test_the_model_line_names_a_gguf_as_the_source_and_the_kernel_that_runs():

@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, BigramLM, toy_tables
 
 import specdemo
-from specdemo.policy import (
+from specdemo.cost.policy import (
     EXTRA_PRIOR,
     LIVE_DECAY,
     MIN_EVIDENCE,
@@ -20,8 +20,8 @@ from specdemo.policy import (
     expected_tokens,
     expected_tree_tokens,
 )
-from specdemo.rounds import Round
-from specdemo.theory import StepCosts, expected_tokens_per_pass
+from specdemo.cost.theory import StepCosts, expected_tokens_per_pass
+from specdemo.decode.rounds import Round
 
 # A GPU-like machine (verify nearly free, cheap draft) and a CPU-like one (verify grows with k).
 GPU = StepCosts(t_step=1.0, t_draft=0.05, t_verify={k: 1.0 + 0.01 * k for k in range(1, 9)})
@@ -90,7 +90,7 @@ def test_auto_is_the_default_and_records_the_k_of_every_round():
 
 
 def test_the_profile_is_measured_once_and_lookup_shares_the_target_steps():
-    from specdemo.profile import COPY_KS, PROFILE_KS, costs_for
+    from specdemo.cost.profile import COPY_KS, PROFILE_KS, costs_for
 
     table, close = toy_tables(6)
     target, draft = BigramLM(table), BigramLM(close)
@@ -107,7 +107,7 @@ def test_the_profile_is_measured_once_and_lookup_shares_the_target_steps():
 
 
 def test_the_profile_prefills_each_model_once_and_times_every_width_on_that_cache():
-    from specdemo import profile
+    from specdemo.cost import profile
 
     table, close = toy_tables(6)
     target = BigramLM(table)
@@ -337,7 +337,7 @@ def test_a_pass_wider_than_the_profile_is_priced_along_its_last_measured_rise():
 
 def sibling_round(k: int, n: int, tried: list[bool]) -> Round:
     """A round whose draft n + 1 was rejected and whose siblings there went as `tried`."""
-    from specdemo.tree import Trial
+    from specdemo.judge.tree import Trial
 
     trials = tuple(Trial(5 + i, 0.1, 0.2, 0.5, 0.5, kept) for i, kept in enumerate(tried))
     return dataclasses.replace(fake_round(k, n), siblings_tried=(trials,) if tried else (),

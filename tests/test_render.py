@@ -1,7 +1,7 @@
 """Rounds to labelled spans and terminal colours, on hand-made rounds and a one-letter tokenizer."""
 
-from specdemo.render import ANSI, ansi, legend_ansi, round_spans
-from specdemo.rounds import Round
+from specdemo.decode.render import ANSI, ansi, legend_ansi, round_spans
+from specdemo.decode.rounds import Round
 from specdemo.text import Detokenizer
 
 LETTERS = "abcdefgh"
@@ -108,7 +108,7 @@ def test_the_token_kinds_stay_apart_for_colour_blind_readers():
     paints them, differ by at least APART for normal vision and for red-, green- and blue-weak
     vision. An earlier palette with blue bonus and grey target tokens fails it (green-weak
     vision sees accepted and target tokens 5.6 apart): the test can fail."""
-    from specdemo.render import COLORS
+    from specdemo.decode.render import COLORS
 
     assert closest_kinds(COLORS)[0] >= APART, closest_kinds(COLORS)
     earlier = {**COLORS, "resampled": "#e69f00", "bonus": "#0072b2", "rejected": "#d55e00",

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import specdemo
-from specdemo.drafters import Proposal
-from specdemo.rounds import Round, Stats
-from specdemo.verify import Verdict
+from specdemo.decode.rounds import Round, Stats
+from specdemo.draft.drafters import Proposal
+from specdemo.judge.verify import Verdict
 
 
 def round_of(draft, n_accepted, next_token=9, draft_steps=None, source="model", k_asked=None):

@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from specdemo.sampling import SamplingConfig, logits_to_probs, residual, sample
-from specdemo.verify import first_token_samples, verify
+from specdemo.judge.sampling import SamplingConfig, logits_to_probs, residual, sample
+from specdemo.judge.verify import first_token_samples, verify
 
 
 @pytest.mark.parametrize(

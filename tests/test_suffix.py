@@ -8,12 +8,17 @@ import pytest
 import torch
 from conftest import ToyLM
 
-from specdemo.drafters import make_drafter
-from specdemo.engine import autoregressive_generate, check_k, make_generator, speculative_generate
-from specdemo.policy import AutoK, evidence
-from specdemo.sampling import SamplingConfig
-from specdemo.suffix import CopyDrafter, Match, SuffixIndex, copy_from
-from specdemo.theory import StepCosts
+from specdemo.cost.policy import AutoK, evidence
+from specdemo.cost.theory import StepCosts
+from specdemo.decode.engine import (
+    autoregressive_generate,
+    check_k,
+    make_generator,
+    speculative_generate,
+)
+from specdemo.draft.drafters import make_drafter
+from specdemo.draft.suffix import CopyDrafter, Match, SuffixIndex, copy_from
+from specdemo.judge.sampling import SamplingConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -118,7 +123,7 @@ def test_evidence_buckets_trust_a_long_match_further():
 def test_a_long_copy_that_keeps_failing_loses_to_a_plain_step():
     """Copies from long matches that the target keeps rejecting at once: automatic K learns it
     and takes a plain step instead, though a copy costs no draft step."""
-    from specdemo.rounds import Round
+    from specdemo.decode.rounds import Round
 
     costs = StepCosts(1.0, 0.3, {k: 1.0 + 0.12 * k for k in (*range(1, 9), 12, 16, 24, 32)})
     policy = AutoK(costs)

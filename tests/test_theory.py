@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from specdemo.theory import (
+from specdemo.cost.theory import (
     StepCosts,
     expected_speedup,
     expected_tokens_per_pass,
@@ -17,7 +17,7 @@ from specdemo.theory import (
     optimal_k,
     sibling_chance,
 )
-from specdemo.tree import node_rule
+from specdemo.judge.tree import node_rule
 
 
 def simulate_tokens_per_pass(alpha: float, k: int, rounds: int, seed: int = 0) -> float:

@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from specdemo import threads
-from specdemo.busy import busy
+from specdemo.bench.busy import busy
+from specdemo.runtime import threads
 
 
 def test_threads_fill_the_cores_other_work_leaves_and_never_fall_below_one():

@@ -1,5 +1,5 @@
-"""Token trees (specdemo.tree): the node rule is exact, enumerated with fractions; the rules it
-replaces are not; one tree pass gives each node the logits of its own path, and the cache
+"""Token trees (specdemo.judge.tree): the node rule is exact, enumerated with fractions; the
+rules it replaces are not; one tree pass gives each node the logits of its own path, and the cache
 kept after it is the one the accepted tokens fed in turn would give."""
 
 import itertools
@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from specdemo import lm
-from specdemo.tree import (
+from specdemo.judge.tree import (
     Fishbone,
     draw_siblings,
     first_token_samples,
     judge,
-    keep_rows,
     node_rule,
 )
+from specdemo.runtime import lm
+from specdemo.runtime.kv import keep_rows
 
 
 def frac(values) -> np.ndarray:
@@ -363,9 +363,9 @@ def test_a_tree_runs_auto_k_at_the_width_it_verifies_and_counts_kept_siblings(pa
     so every round the engine verifies is a shape the policy priced; a kept sibling counts in the
     kept-tokens histogram."""
     from specdemo import generate
-    from specdemo.drafters import make_drafter
-    from specdemo.engine import make_generator, resolve_k
-    from specdemo.sampling import SamplingConfig
+    from specdemo.decode.engine import make_generator, resolve_k
+    from specdemo.draft.drafters import make_drafter
+    from specdemo.judge.sampling import SamplingConfig
 
     drafter = make_drafter(
         "model", pair.draft, SamplingConfig(1.0), make_generator(0, "cpu"), "cpu"

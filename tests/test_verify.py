@@ -4,8 +4,8 @@ the greedy case, the first token's distribution, float64 uniforms and ratios."""
 import pytest
 import torch
 
-from specdemo.sampling import sample
-from specdemo.verify import first_token_samples, verify, verify_greedy
+from specdemo.judge.sampling import sample
+from specdemo.judge.verify import first_token_samples, verify, verify_greedy
 
 
 def test_verify_accepts_everything_when_draft_equals_target():

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdemo.render import COLORS
-from specdemo.rounds import Round
+from specdemo.decode.render import COLORS
+from specdemo.decode.rounds import Round
 
 PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 # Each group of runs also has its own marker, so groups stay apart without their colours.

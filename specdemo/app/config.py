@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from specdemo.app.settings import DEFAULTS, DRAFTERS, LIMITS, MAX_PROMPT_CHARS, MAX_SWEEP_CELLS
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
-from specdemo.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
+from specdemo.judge.sampling import EXACT, RULES, AcceptanceRule, SamplingConfig
+from specdemo.judge.verify import JUDGES
 from specdemo.text import MAX_PROMPT_TOKENS, encode_prompt
-from specdemo.verify import JUDGES
 
 
 @dataclass(frozen=True)

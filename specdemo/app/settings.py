@@ -7,7 +7,7 @@ import json
 from importlib.resources import files
 
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
-from specdemo.sampling import EXACT
+from specdemo.judge.sampling import EXACT
 from specdemo.text import MAX_PROMPT_TOKENS
 
 DATA = files("specdemo") / "data"  # shipped inside the package, so any install finds it

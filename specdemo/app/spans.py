@@ -4,8 +4,8 @@ earlier in the text, by prompt lookup or the suffix index: no model ran) or "dra
 draft model); a token the target chose itself (resampled, bonus, target) has "".
 """
 
-from specdemo.render import round_spans
-from specdemo.rounds import Round
+from specdemo.decode.render import round_spans
+from specdemo.decode.rounds import Round
 from specdemo.text import Detokenizer
 
 Span = tuple[str, str, str]  # (text, kind, source)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from specdemo import draft_vocab
+from specdemo.draft import draft_vocab
 from specdemo.models import int4
 from specdemo.models.convert import (
     bnb_config,
@@ -45,7 +45,7 @@ from specdemo.models.pairs import (
     zero_gpu,
 )
 from specdemo.models.progress import Progress, report
-from specdemo.vocab import vocab_size
+from specdemo.runtime.lm import vocab_size
 
 # English, code, indentation and non-ASCII: where tokenizers of different families part ways.
 PROBE_TEXT = "def add(a, b):\n    return a + b  # café ✓"

@@ -10,12 +10,12 @@ from conftest import PROMPT, ToyLM
 from specdemo.app.config import encode, parse_grid, parse_run, parse_samples
 from specdemo.app.settings import DEFAULTS, DRAFTERS, MAX_PROMPT_CHARS, load_examples
 from specdemo.defaults import DEFAULTS as LIBRARY_DEFAULTS
-from specdemo.drafters import DRAFTERS as LIBRARY_DRAFTERS
-from specdemo.drafters import make_drafter
+from specdemo.draft.drafters import DRAFTERS as LIBRARY_DRAFTERS
+from specdemo.draft.drafters import make_drafter
+from specdemo.judge.sampling import SamplingConfig
+from specdemo.judge.verify import JUDGES, check_judge
 from specdemo.models import build_tiny_tokenizer
-from specdemo.sampling import SamplingConfig
 from specdemo.text import MAX_PROMPT_TOKENS
-from specdemo.verify import JUDGES, check_judge
 
 VALID = {
     "prompt": PROMPT,

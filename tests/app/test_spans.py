@@ -2,7 +2,7 @@
 draft model; the target's own tokens name no source."""
 
 from specdemo.app.spans import guess_spans, target_span
-from specdemo.rounds import Round
+from specdemo.decode.rounds import Round
 from specdemo.text import Detokenizer
 
 LETTERS = "abcdefgh"

@@ -12,7 +12,7 @@ import torch
 from scipy.optimize import brentq
 from scipy.stats import chi2, chisquare, ncx2
 
-from specdemo.sampling import AcceptanceRule
+from specdemo.judge.sampling import AcceptanceRule
 
 SUSPICIOUS = 1e-3  # a χ² p-value below this says the draws do not follow p; the exact rule
 #   falls below it by chance in 1 check in 1,000

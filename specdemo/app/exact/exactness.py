@@ -15,19 +15,19 @@ from specdemo.app.config import RunConfig, encode
 from specdemo.app.exact.chi_square import chi2_pvalue, detectable_tv, power, rule_distribution
 from specdemo.app.generate.comparison import common_prefix
 from specdemo.app.generate.race import last, run_speculative, run_target
-from specdemo.drafters import drafter_head
-from specdemo.engine import make_generator
-from specdemo.lm import forward
-from specdemo.sampling import (
+from specdemo.decode.engine import make_generator
+from specdemo.draft.drafters import drafter_head
+from specdemo.judge.sampling import (
     EXACT,
     AcceptanceRule,
     SamplingConfig,
     logits_to_probs,
     pad_vocab,
 )
+from specdemo.judge.tree import first_token_samples as tree_first_tokens
+from specdemo.judge.verify import first_token_samples
+from specdemo.runtime.lm import forward
 from specdemo.text import token_labels, token_text
-from specdemo.tree import first_token_samples as tree_first_tokens
-from specdemo.verify import first_token_samples
 
 GREEDY_CHECK_TOKENS = 64
 

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdemo.app.charts import layout
-from specdemo.render import COLORS
+from specdemo.decode.render import COLORS
 
 RESIDUAL_BAND = 3.0  # |(O − E)/√E| an exact sampler's bin stays within, nearly always
 RESIDUAL_CAP = 10.0  # larger residuals (a draw where p is 0 among them) are drawn at the cap

@@ -17,9 +17,8 @@ import torch
 
 from specdemo.app.exact.chi_square import MIN_EXPECTED, chi2_pvalue, detectable_tv, power
 from specdemo.app.exact.pair_law import ROWS, pair_law
-from specdemo.drafters import drafter_head
-from specdemo.lm import forward
-from specdemo.sampling import (
+from specdemo.draft.drafters import drafter_head
+from specdemo.judge.sampling import (
     EXACT,
     AcceptanceRule,
     SamplingConfig,
@@ -27,8 +26,9 @@ from specdemo.sampling import (
     logits_to_probs,
     pad_vocab,
 )
+from specdemo.judge.verify import verify_many
+from specdemo.runtime.lm import forward
 from specdemo.text import token_text
-from specdemo.verify import verify_many
 
 BATCH = 64  # first tokens per batched forward pass
 EXACT_FIRSTS = 8  # the most likely first tokens always get their second-token p, drawn or not

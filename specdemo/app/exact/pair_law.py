@@ -15,8 +15,8 @@ q(· | a), so the law is computed only where the rule's first token can be at mo
 import torch
 
 from specdemo.app.exact.chi_square import rule_distribution
-from specdemo.sampling import AcceptanceRule, acceptance_probs, residual
-from specdemo.verify import residual_mass, running_weights, stopping_chances
+from specdemo.judge.sampling import AcceptanceRule, acceptance_probs, residual
+from specdemo.judge.verify import residual_mass, running_weights, stopping_chances
 
 ROWS = 1024  # the most first tokens whose second-token rows the law is computed from
 BATCH = 64

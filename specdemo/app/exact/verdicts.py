@@ -16,7 +16,7 @@ from specdemo.app.exact.chi_square import POWER, SUSPICIOUS
 from specdemo.app.exact.exactness import Exactness, GreedyCheck
 from specdemo.app.exact.joint import JointExactness
 from specdemo.app.exact.pair_law import ROWS
-from specdemo.sampling import EXACT, RULES
+from specdemo.judge.sampling import EXACT, RULES
 
 MARKS = {  # the mark that opens a verdict line, by what the check showed
     "found": "✗",  # the draws do not follow p: a p-value far beyond chance, or a draw p gives 0

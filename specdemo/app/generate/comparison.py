@@ -10,8 +10,8 @@ from specdemo.app.config import RunConfig
 from specdemo.app.generate.loads import spec_load, target_load, uneven_loads
 from specdemo.app.generate.race import SpecRun, TargetRun
 from specdemo.app.spans import Span
-from specdemo.rounds import Stats
-from specdemo.verify import JUDGES
+from specdemo.decode.rounds import Stats
+from specdemo.judge.verify import JUDGES
 
 SAME_DISTRIBUTION_NOTE = (
     "Both runs use the same seed. With temperature above 0 the two answers are different "

@@ -14,10 +14,10 @@ from statistics import mean
 
 from specdemo.app.generate.loads import uneven_loads
 from specdemo.app.generate.run_record import RunRecord
+from specdemo.cost.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
+from specdemo.cost.theory import StepCosts, expected_speedup, expected_tree_tokens_per_pass
 from specdemo.defaults import DEFAULTS
-from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance, expected_tree_tokens
-from specdemo.theory import StepCosts, expected_speedup, expected_tree_tokens_per_pass
-from specdemo.threads import cores as usable_cores
+from specdemo.runtime.threads import cores as usable_cores
 
 K_AXIS = list(range(1, 17))  # the textbook curve's K values (the app's K slider)
 NOTE_PLACEHOLDER = (

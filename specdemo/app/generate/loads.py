@@ -8,7 +8,7 @@ ratios of sums, not medians, because the speedup is a ratio of whole runs' times
 """
 
 from specdemo.app.generate.race import SpecRun, TargetRun
-from specdemo.theory import StepCosts
+from specdemo.cost.theory import StepCosts
 
 LOAD_GAP = 1.2  # one half's load this many times the other's: the speedup carries the difference
 

@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from specdemo import models
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.spans import Span, guess_spans, target_span
-from specdemo.drafters import make_drafter
-from specdemo.engine import (
+from specdemo.cost.policy import AutoK, SiblingAcceptance
+from specdemo.cost.profile import captured_draft_seconds
+from specdemo.cost.theory import StepCosts
+from specdemo.decode.engine import (
     autoregressive_generate,
     make_generator,
     profile_of,
     speculative_generate,
 )
-from specdemo.policy import AutoK, SiblingAcceptance
-from specdemo.profile import captured_draft_seconds
-from specdemo.rounds import Stats
-from specdemo.target_profile import target_step_kind
+from specdemo.decode.rounds import Stats
+from specdemo.draft.drafters import make_drafter
+from specdemo.runtime.modes import target_step_kind
 from specdemo.text import Detokenizer
-from specdemo.theory import StepCosts
 
 # target model -> the process that warmed its pair up. ZeroGPU runs each call in a GPU worker
 # process forked from the one that loaded the pair, where nothing has run on the GPU yet.
@@ -61,7 +61,7 @@ class SpecRun:
     profile: StepCosts | None = None  # this machine's step costs for the pair, as auto K uses
     device: str = ""  # where the pair ran: "cpu", "cuda:0"
     layers: tuple[int, int] | None = None  # decoder layers of the target and of the draft model
-    draft_step: str = ""  # how the draft model's passes ran (draft_step.DRAFT_STEPS), if it ran
+    draft_step: str = ""  # how the draft model's passes ran (steps.STEPS), if it ran
     target_step: str = ""  # how the target's passes ran, in both runs (target_step)
     captured_t_draft: float | None = None  # on CUDA, an eager draft's step replayed as a graph
     measured_at: float | None = None  # when replayed: when the run was measured

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 from specdemo.app.config import RunConfig
 from specdemo.app.generate.loads import spec_load, target_load
 from specdemo.app.generate.race import SpecRun, TargetRun
-from specdemo.policy import Acceptance, SiblingAcceptance
-from specdemo.theory import StepCosts, expected_tree_tokens_per_pass, sibling_chance
+from specdemo.cost.policy import Acceptance, SiblingAcceptance
+from specdemo.cost.theory import StepCosts, expected_tree_tokens_per_pass, sibling_chance
 
 TIME_PARTS = ("draft steps", "verify passes", "prefill", "other")
 
@@ -95,7 +95,7 @@ class RunRecord:
     device: str = ""
     target_layers: int | None = None
     draft_layers: int | None = None
-    draft_step: str = ""  # draft_step.DRAFT_STEPS, "" when no draft model ran
+    draft_step: str = ""  # steps.STEPS, "" when no draft model ran
     target_step: str = ""  # how the target's passes ran, both runs alike: "eager", "graph", ...
     threads: int | None = None  # torch threads both runs used, on a CPU
     policy_load: float | None = None  # automatic K's measured load (``AutoK.load``)

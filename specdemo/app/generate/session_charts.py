@@ -22,7 +22,7 @@ from specdemo.app.generate import costs, speedup_curves
 from specdemo.app.generate.run_record import TIME_PARTS, RunRecord
 from specdemo.app.generate.speedup_curves import K_AXIS_RANGE, MEASURED_COLOR, named
 from specdemo.app.line_labels import LineLabel, add_line_labels, end_label
-from specdemo.render import COLORS
+from specdemo.decode.render import COLORS
 
 AUTO = "auto K, at the mean K it chose"
 IID = "i.i.d. formula: one α per draft"

@@ -17,13 +17,14 @@ steps on a GPU and fails when a measurement exceeds its budget by half.
 import math
 from dataclasses import dataclass
 
-from specdemo import dispatch, models
+from specdemo import models
 from specdemo.app.exact.exactness import GREEDY_CHECK_TOKENS
 from specdemo.app.exact.joint import BATCH, EXACT_FIRSTS
 from specdemo.app.settings import LIMITS
-from specdemo.profile import PROFILE_KS
-from specdemo.target_step import resolve_target_step
-from specdemo.theory import expected_tokens_per_pass
+from specdemo.cost import dispatch
+from specdemo.cost.profile import PROFILE_KS
+from specdemo.cost.theory import expected_tokens_per_pass
+from specdemo.runtime.steps import resolve_target_step
 
 # ZeroGPU (spaces 0.51.3, zero/client.py) admits a call on the default GPU size ("large", half an
 # RTX Pro 6000 Blackwell) only if the visitor's quota left covers the seconds asked times the

@@ -105,7 +105,7 @@ def forked(fn):
 
 
 def _worker(fn, args, kwargs, send, stop) -> None:
-    from specdemo import threads
+    from specdemo.runtime import threads
 
     # A fork inherits the parent's OpenMP thread pool without its threads: the first parallel
     # region would wait for them forever, so the emulated worker computes on one thread.

@@ -14,7 +14,6 @@ import time
 
 import gradio as gr
 
-from specdemo import threads
 from specdemo.app import charts
 from specdemo.app.config import parse_flag
 from specdemo.app.errors import user_errors
@@ -26,6 +25,7 @@ from specdemo.app.settings import DEFAULTS, EXACT_DEFAULTS, STEP_DEFAULTS, SWEEP
 from specdemo.app.spans import Span
 from specdemo.app.step import microscope
 from specdemo.models.pairs import FOUR_BIT, KERNEL_LABELS
+from specdemo.runtime import threads
 
 STEP_PLACEHOLDER = "Press Step to run one round"
 

@@ -21,7 +21,7 @@ from specdemo.app.settings import (
     STEP_DEFAULTS,
     SWEEP_DEFAULTS,
 )
-from specdemo.sampling import EXACT, AcceptanceRule
+from specdemo.judge.sampling import EXACT, AcceptanceRule
 
 
 @dataclass(frozen=True)

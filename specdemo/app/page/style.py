@@ -4,8 +4,8 @@ large text) and the tabs' introductions. Plain constants; ``ui`` applies them.
 
 import gradio as gr
 
+from specdemo.decode.render import COLORS
 from specdemo.defaults import DEFAULTS
-from specdemo.render import COLORS
 
 # The speculative panes' token kinds, in their legend's order.
 SPEC_KINDS = ("accepted", "resampled", "bonus", "rejected", "target")

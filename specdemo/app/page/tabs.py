@@ -21,9 +21,9 @@ from specdemo.app.settings import (
 from specdemo.app.step import microscope
 from specdemo.app.step.stepping import STEP_COLUMNS
 from specdemo.defaults import default_drafter
+from specdemo.judge.sampling import RULES
+from specdemo.judge.verify import JUDGES
 from specdemo.models.pairs import resolve_device
-from specdemo.sampling import RULES
-from specdemo.verify import JUDGES
 
 
 def slider(name: str, label: str, info: str | None = None, defaults=DEFAULTS, **kwargs):

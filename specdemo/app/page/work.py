@@ -27,10 +27,10 @@ from specdemo.app.page.gpu_calls import on_gpu
 from specdemo.app.page.jobs import ExactnessCheck, Race, StepThrough
 from specdemo.app.step import lesson, microscope, stepping
 from specdemo.app.step.tree_chart import tree_chart
-from specdemo.engine import make_generator
-from specdemo.profile import costs_for, measured_for, restore_measured
+from specdemo.cost.profile import costs_for, measured_for, restore_measured
+from specdemo.decode.engine import make_generator
+from specdemo.runtime.threads import choose, each_step
 from specdemo.text import token_labels
-from specdemo.threads import choose, each_step
 
 
 def run_race(

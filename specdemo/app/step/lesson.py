@@ -11,9 +11,9 @@ import html
 from specdemo.app.config import RunConfig
 from specdemo.app.numbers import prob
 from specdemo.app.step.stepping import MATCH_SHOWN, CopySource
-from specdemo.drafters import HYBRID_MIN_NGRAM
-from specdemo.rounds import Round
-from specdemo.suffix import LONG_MATCH
+from specdemo.decode.rounds import Round
+from specdemo.draft.drafters import HYBRID_MIN_NGRAM
+from specdemo.draft.suffix import LONG_MATCH
 from specdemo.text import token_text
 
 # A draft step "cheap" up to half a target step: at α 0.8 and K 4 the textbook speedup,

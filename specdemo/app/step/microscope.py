@@ -16,8 +16,8 @@ from specdemo.app.charts import layout, placeholder
 from specdemo.app.numbers import prob
 from specdemo.app.step.lesson import cannot_propose, span
 from specdemo.app.step.stepping import Microscope
-from specdemo.render import COLORS
-from specdemo.rounds import Round
+from specdemo.decode.render import COLORS
+from specdemo.decode.rounds import Round
 from specdemo.text import token_text
 
 PLACEHOLDER = "p and q where the round ended appear here"

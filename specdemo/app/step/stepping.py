@@ -18,15 +18,15 @@ import torch
 from specdemo.app.config import RunConfig, encode
 from specdemo.app.numbers import prob
 from specdemo.app.spans import Span, guess_spans
-from specdemo.drafters import make_drafter
-from specdemo.engine import make_generator, resolve_k, speculative_generate
-from specdemo.lm import Stopwatch, eos_ids
-from specdemo.rounds import Round, Stats
-from specdemo.sampling import residual
-from specdemo.suffix import CopyDrafter
+from specdemo.decode.engine import make_generator, resolve_k, speculative_generate
+from specdemo.decode.rounds import Round, Stats
+from specdemo.draft.drafters import make_drafter
+from specdemo.draft.suffix import CopyDrafter
+from specdemo.judge.sampling import residual
+from specdemo.judge.tree import node_steps
+from specdemo.judge.verify import Verdict
+from specdemo.runtime.lm import Stopwatch, eos_ids
 from specdemo.text import Detokenizer, token_labels, token_text
-from specdemo.tree import node_steps
-from specdemo.verify import Verdict
 
 STEP_LIMIT = 512  # new tokens in the step-through tab
 TOP_TOKENS = 8  # tokens the microscope shows one by one; the rest of the vocabulary is one bar

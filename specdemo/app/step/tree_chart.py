@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 
 from specdemo.app.charts import layout
 from specdemo.app.numbers import prob
-from specdemo.render import COLORS
-from specdemo.rounds import Round
+from specdemo.decode.render import COLORS
+from specdemo.decode.rounds import Round
 
 # state -> (legend name, marker symbol, colour, sign before the token)
 STATES = {

@@ -10,8 +10,8 @@ from conftest import PROMPT
 
 from specdemo.app.config import encode, parse_run
 from specdemo.app.exact import chi_square, exactness, joint, verdicts
-from specdemo.engine import make_generator
-from specdemo.sampling import RULES
+from specdemo.decode.engine import make_generator
+from specdemo.judge.sampling import RULES
 
 
 def test_the_bars_show_the_targets_own_probabilities(pair):
@@ -165,8 +165,8 @@ def test_greedy_check_measures_the_targets_top_two_gap_where_the_runs_part(pair,
 def engine_pairs(pair, ids, config, k: int, n: int, rule) -> collections.Counter:
     """The first two tokens of n generations by the engine itself (room for a third token, so
     a round after a rejection still drafts, as in a longer answer)."""
-    from specdemo.drafters import make_drafter
-    from specdemo.engine import speculative_generate
+    from specdemo.decode.engine import speculative_generate
+    from specdemo.draft.drafters import make_drafter
 
     generator, counts = make_generator(1, "cpu"), collections.Counter()
     for _ in range(n):
@@ -217,7 +217,7 @@ def test_each_rules_first_token_distribution_is_what_the_engine_draws(name):
     """``rule_distribution``'s closed form against 40,000 first tokens drawn through the engine's
     own drafting and judging (``verify.first_token_samples``): the χ² check does not reject it,
     and it is p only for the exact rule."""
-    from specdemo.verify import first_token_samples
+    from specdemo.judge.verify import first_token_samples
 
     expected = chi_square.rule_distribution(P4, Q4, RULES[name])
     draws = first_token_samples(P4, Q4, 40_000, make_generator(5, "cpu"), RULES[name])
@@ -351,7 +351,7 @@ def test_each_mistakes_computed_pair_law_is_what_the_lab_draws(pair, name, k, ju
     tiny pair at T = 1: the χ² check over the shown pairs does not reject the computed law, so
     the two-token distance a verdict states is the distance of what was drawn."""
     from specdemo.app.exact.pair_law import pair_law
-    from specdemo.sampling import pad_vocab
+    from specdemo.judge.sampling import pad_vocab
 
     config = parse_run(PROMPT, temperature=1.0)
     ids, n, rule = encode(pair, config), 20_000, RULES[name]

@@ -9,8 +9,8 @@ from conftest import PROMPT
 
 from specdemo.app.config import encode, parse_run
 from specdemo.app.exact import chi_square, exactness, joint, verdicts
-from specdemo.engine import make_generator
-from specdemo.sampling import RULES
+from specdemo.decode.engine import make_generator
+from specdemo.judge.sampling import RULES
 
 P4 = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.double)
 Q4 = torch.tensor([0.2, 0.5, 0.2, 0.1], dtype=torch.double)

@@ -12,7 +12,7 @@ from specdemo.app import charts, line_labels
 from specdemo.app.exact import histograms
 from specdemo.app.generate import costs, session_charts, speedup_curves
 from specdemo.app.generate.run_record import TIME_PARTS
-from specdemo.theory import expected_speedup
+from specdemo.cost.theory import expected_speedup
 
 
 def names(fig) -> list[str]:

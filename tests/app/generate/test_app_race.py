@@ -17,15 +17,15 @@ from specdemo.app.generate import comparison, costs, race
 from specdemo.app.generate.run_record import RunRecord
 from specdemo.app.page import jobs, replay, work
 from specdemo.app.page.session import RESULT_COLUMNS, results_table
-from specdemo.policy import SiblingAcceptance
-from specdemo.profile import COPY_KS, PROFILE_KS
-from specdemo.rounds import Stats
-from specdemo.theory import (
+from specdemo.cost.policy import SiblingAcceptance
+from specdemo.cost.profile import COPY_KS, PROFILE_KS
+from specdemo.cost.theory import (
     StepCosts,
     expected_tokens_per_pass,
     expected_tree_tokens_per_pass,
     predicted_speedup,
 )
+from specdemo.decode.rounds import Stats
 
 
 def test_greedy_speculative_equals_target_alone(pair):
@@ -333,7 +333,7 @@ def test_a_race_on_a_busy_machine_computes_on_the_fitted_threads_whichever_threa
     load automatic K measured (the cost note reads both)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from specdemo import threads
+    from specdemo.runtime import threads
 
     monkeypatch.setattr(threads, "others_busy", lambda **_: 8.0)
     counts = []

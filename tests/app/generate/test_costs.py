@@ -7,7 +7,7 @@ import pytest
 
 from specdemo.app.generate import costs
 from specdemo.app.generate.run_record import RunRecord
-from specdemo.theory import expected_tokens_per_pass
+from specdemo.cost.theory import expected_tokens_per_pass
 
 # One run: a plain step of 10 ms, a draft step of 4 ms (c = 0.4) and a verify pass that costs 1.2
 # target steps at K = 1, rising by 0.1 step per draft; 40 tokens in 2 s against 2.4 s (1.2×);
@@ -132,7 +132,7 @@ def test_the_note_prices_a_tree_against_the_chain_from_the_profile_and_the_sibli
     fishbone (7 rows) costs 1.70 steps against the chain's 1.30; the note quotes both, the
     siblings this run kept, the speedups the policy's own pricing gives, and its verdict. Cheap
     rows and siblings always kept make a tree pay."""
-    from specdemo.policy import expected_tree_tokens
+    from specdemo.cost.policy import expected_tree_tokens
 
     tree = replace(RUN, tree_width=3, k="auto", mean_k=2.2, rounds=20, tree_rounds=0,
                    sibling_judged=(4, 3), sibling_kept=(1, 0))  # fmt: skip
@@ -193,8 +193,8 @@ def test_a_tree_groups_curves_are_the_trees_never_the_chains():
     the chance automatic K estimates from those counts over the 5-row pass (K * width = 4), and
     the note quotes that pass. A tree whose siblings were never judged is priced at the policy's
     prior, as automatic K prices it."""
-    from specdemo.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance
-    from specdemo.theory import expected_tree_tokens_per_pass, sibling_chance
+    from specdemo.cost.policy import SIBLING_PRIOR, AutoK, SiblingAcceptance
+    from specdemo.cost.theory import expected_tree_tokens_per_pass, sibling_chance
 
     tree = replace(RUN, tree_width=2, sibling_judged=(4,), sibling_kept=(3,))
     curve = costs.group_curves(tree.group, [tree])

@@ -8,8 +8,8 @@ import pytest
 from specdemo.app.config import parse_run
 from specdemo.app.generate import comparison, costs, loads, race
 from specdemo.app.generate.run_record import RunRecord
-from specdemo.rounds import Stats
-from specdemo.theory import StepCosts
+from specdemo.cost.theory import StepCosts
+from specdemo.decode.rounds import Stats
 
 # A plain step of 10 ms; a verify of 2 tokens 12 ms, of 3 tokens 15 ms.
 PROFILE = StepCosts(t_step=0.010, t_draft=0.004, t_verify={1: 0.012, 2: 0.015})

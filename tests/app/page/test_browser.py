@@ -70,8 +70,8 @@ def budget_ms() -> float:
     least MIN_BUDGET_MS; the real pair gets REAL_PAIR_BUDGET_MS."""
     if PAIR != "tiny":
         return REAL_PAIR_BUDGET_MS
-    from specdemo.lm import forward
     from specdemo.models import load_pair
+    from specdemo.runtime.lm import forward
 
     target = load_pair("tiny", precision="fp32", device="cpu").target
     _, cache = forward(target, list(range(64)), None)

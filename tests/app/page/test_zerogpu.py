@@ -132,7 +132,7 @@ def test_a_handler_refuses_before_any_gpu_time_is_asked(
 
 def test_the_exactness_check_refuses_first_tokens_beyond_its_budget(pair):
     from specdemo.app.exact.joint import measure_pairs
-    from specdemo.engine import make_generator
+    from specdemo.decode.engine import make_generator
 
     config = parse_run(PROMPT, temperature=2.0)
     ids = pair.tokenizer(PROMPT)["input_ids"]
@@ -166,7 +166,7 @@ def test_on_zero_gpu_the_page_says_what_a_run_asks_for_before_it_runs(pair, zero
 
 
 def test_each_request_is_priced_with_the_loaded_pairs_own_step_budgets(pair):
-    from specdemo import dispatch
+    from specdemo.cost import dispatch
 
     tiny = gpu.budget_of(pair)
     assert tiny.t_step < gpu.EMBEDDED.t_step and tiny.t_draft < gpu.EMBEDDED.t_draft
@@ -187,9 +187,10 @@ def test_each_request_is_priced_with_the_loaded_pairs_own_step_budgets(pair):
 
 
 def test_the_budgets_op_count_is_the_one_a_pass_dispatches():
-    from specdemo import dispatch, dispatch_measure
+    from specdemo.bench import dispatch_measure
+    from specdemo.cost import dispatch
     from specdemo.models.kernels import four_bit_problem
-    from specdemo.profile import synthetic_context
+    from specdemo.runtime.modes import synthetic_context
 
     counts = {}
     for layers in (2, 4):
@@ -411,8 +412,8 @@ def test_the_install_docs_zero_gpu_figures_are_the_budgets(zero_gpu):
     the defaults (40-token prompt) and from the dispatch model's recorded predictions."""
     import json
 
-    from specdemo import dispatch
     from specdemo.app.settings import EXACT_DEFAULTS, SWEEP_DEFAULTS
+    from specdemo.cost import dispatch
 
     root = ROOT
     install = root.joinpath("docs/INSTALL.md").read_text()
@@ -502,8 +503,8 @@ def test_a_forked_race_call_spends_its_seconds_on_the_models(pair, forked, monke
     mode were measured once in the main process (the app's preparation) and reach the fork.
     The tiny models stand in for real ones with MODEL_STEP added to each forward. Forgetting
     them, so that the fork measures the profile again, falls below SHARE (the test's power)."""
-    from specdemo import profile
     from specdemo.app.generate import race as race_runs
+    from specdemo.cost import profile
 
     for model in (pair.target, pair.draft):
         slowed(monkeypatch, model)

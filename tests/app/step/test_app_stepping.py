@@ -7,16 +7,16 @@ import pytest
 import torch
 from conftest import PROMPT
 
-from specdemo import draft_vocab
 from specdemo.app import charts, numbers
 from specdemo.app.config import encode, parse_run
 from specdemo.app.step import lesson, microscope, stepping
-from specdemo.drafters import make_drafter
-from specdemo.engine import make_generator, speculative_generate
-from specdemo.rounds import Round
-from specdemo.suffix import LONG_MATCH
+from specdemo.decode.engine import make_generator, speculative_generate
+from specdemo.decode.rounds import Round
+from specdemo.draft import draft_vocab
+from specdemo.draft.drafters import make_drafter
+from specdemo.draft.suffix import LONG_MATCH
+from specdemo.runtime.lm import vocab_size
 from specdemo.text import token_labels
-from specdemo.vocab import vocab_size
 
 
 def test_step_through_advances_the_context(pair):

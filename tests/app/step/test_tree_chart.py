@@ -4,8 +4,8 @@ from dataclasses import replace
 from itertools import pairwise
 
 from specdemo.app.step import tree_chart
-from specdemo.rounds import Round
-from specdemo.tree import Trial
+from specdemo.decode.rounds import Round
+from specdemo.judge.tree import Trial
 
 
 def tree_round(sibling_kept: bool) -> Round:
