@@ -27,8 +27,15 @@ def group_look(i: int) -> tuple[str, str]:
 # rather than the plot, it makes plotly grow the bottom margin to hold it in as many rows as it
 # wraps into at the width the browser gives, so it meets neither the title in the top margin nor
 # the axes' labels, at any width.
-FOOT = {"orientation": "h", "xref": "container", "yref": "container", "x": 0, "y": 0,
-        "xanchor": "left", "yanchor": "bottom"}  # fmt: skip
+FOOT = {
+    "orientation": "h",
+    "xref": "container",
+    "yref": "container",
+    "x": 0,
+    "y": 0,
+    "xanchor": "left",
+    "yanchor": "bottom",
+}
 
 
 def layout(fig: go.Figure, title: str, height: int = 380, legend: dict = FOOT) -> go.Figure:
@@ -95,8 +102,10 @@ def rounds_chart(
         running.append(kept / tried if tried else None)
         counts.append(f"{kept}/{tried}")
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    model = {"proposed": ("drafts proposed", "#d1d5db", ""),
-             "accepted": ("drafts accepted", COLORS["accepted"], "/")}  # fmt: skip
+    model = {
+        "proposed": ("drafts proposed", "#d1d5db", ""),
+        "accepted": ("drafts accepted", COLORS["accepted"], "/"),
+    }
     copy = {part: (f"copies {part}", *look) for part, look in COPIED_LOOK.items()}
     kinds = [(model, False)] if not all(copied) else []  # each kind of round the run had
     kinds += [(copy, True)] if any(copied) else []
@@ -129,9 +138,13 @@ def rounds_chart(
     guesses = "guesses" if any(copied) else "drafts"  # the legend names copies and drafts
     fig.update_yaxes(title_text=guesses, range=[0, top], secondary_y=False)
     fig.update_yaxes(
-        title_text="kept / drafted so far", range=[0, 1.05], secondary_y=True, showgrid=False,
-        tickvals=[0, 0.25, 0.5, 0.75, 1], tickformat=".0%",
-    )  # fmt: skip
+        title_text="kept / drafted so far",
+        range=[0, 1.05],
+        secondary_y=True,
+        showgrid=False,
+        tickvals=[0, 0.25, 0.5, 0.75, 1],
+        tickformat=".0%",
+    )
     fig = layout(fig, "This run, round by round", height=420)
     fig.update_layout(barmode="overlay")
     return fig
@@ -190,14 +203,17 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
     checked = r.k if block else min(r.n_accepted + 1, r.k)  # a block draws and reads every u
     bars = [("q(x) draft", r.q_x, "#9ca3af", "."), ("p(x) target", r.p_x, "#374151", "")]
     if block:
-        bars += [("w: running weight", r.weights, "#6b7280", "x"),
-                 ("h: chance to stop here", r.stop_chance, COLORS["accepted"], "/")]  # fmt: skip
+        bars += [
+            ("w: running weight", r.weights, "#6b7280", "x"),
+            ("h: chance to stop here", r.stop_chance, COLORS["accepted"], "/"),
+        ]
     else:
         bars += [("min(1, p/q)", r.accept_prob, COLORS["accepted"], "/")]
     fig = go.Figure()
     for name, values, color, shape in bars:
-        fig.add_trace(go.Bar(x=drafts, y=values, name=name, marker_color=color,
-                             marker_pattern_shape=shape))  # fmt: skip
+        fig.add_trace(
+            go.Bar(x=drafts, y=values, name=name, marker_color=color, marker_pattern_shape=shape)
+        )
     fig.add_trace(
         go.Scatter(
             x=drafts[:checked],
@@ -208,8 +224,11 @@ def step_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
         )
     )
     fig.update_yaxes(range=[0, 1.05])
-    title = "Each guess: q, p, weight w, stop chance h and u" if block else (
-        "Each guess: q, p, keep-chance and u")  # fmt: skip
+    title = (
+        "Each guess: q, p, weight w, stop chance h and u"
+        if block
+        else ("Each guess: q, p, keep-chance and u")
+    )
     fig = layout(fig, title, height=400)
     fig.update_layout(barmode="group")
     return fig

@@ -259,8 +259,16 @@ def plain_row(
     }
 
 
-def row(set_name: str, temp: float, kind: str, k, runs: list, costs: StepCosts, n: int = 0,
-        judge: str = "token") -> Row:  # fmt: skip
+def row(
+    set_name: str,
+    temp: float,
+    kind: str,
+    k,
+    runs: list,
+    costs: StepCosts,
+    n: int = 0,
+    judge: str = "token",
+) -> Row:
     """Medians over one cell's runs: (baseline tok/s, peer tok/s, our Stats, overhead); `kind`
     names the method ("model", "lookup, tree 2", "model, block"), its drafter first."""
     drafter = kind.split(",")[0]

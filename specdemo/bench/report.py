@@ -60,19 +60,21 @@ def block_vs_token(result: dict) -> list[dict]:
         block, token = judged.get("block"), judged.get("token")
         if block is None or token is None:
             continue
-        out.append({
-            "prompt_set": set_name,
-            "temperature": temp,
-            "drafter": name,
-            "busy": n,
-            "k": k,
-            "tpp_token": token["tokens_per_pass"],
-            "tpp_block": block["tokens_per_pass"],
-            "tpp_ratio": block["tokens_per_pass"] / token["tokens_per_pass"],
-            "speedup_ratio": block["speedup"] / token["speedup"],
-            "kept_vs_token_same_drafts": block.get("judge_gain"),
-            "tpp_expected_same_drafts": block.get("expected_gain"),
-        })  # fmt: skip
+        out.append(
+            {
+                "prompt_set": set_name,
+                "temperature": temp,
+                "drafter": name,
+                "busy": n,
+                "k": k,
+                "tpp_token": token["tokens_per_pass"],
+                "tpp_block": block["tokens_per_pass"],
+                "tpp_ratio": block["tokens_per_pass"] / token["tokens_per_pass"],
+                "speedup_ratio": block["speedup"] / token["speedup"],
+                "kept_vs_token_same_drafts": block.get("judge_gain"),
+                "tpp_expected_same_drafts": block.get("expected_gain"),
+            }
+        )
     return out
 
 
@@ -81,16 +83,20 @@ def busy_markdown(result: dict) -> str:
     `generate`'s tok/s, every fixed K's speedup over it and automatic K's (with its drafted
     tokens per pass), and automatic K over the best fixed K: the table BENCHMARKS shows."""
     fixed = sorted({r["k"] for r in held(result["rows"]) if r["k"] != "auto"})
-    best = {(s["prompt_set"], s["temperature"], s["drafter"], s["busy"]): s
-            for s in best_fixed_vs_auto(result)}  # fmt: skip
+    best = {
+        (s["prompt_set"], s["temperature"], s["drafter"], s["busy"]): s
+        for s in best_fixed_vs_auto(result)
+    }
     lines = [
         "| set | T | busy | `generate` tok/s | "
         + " | ".join(f"K = {k}" for k in fixed)
         + " | **auto K** | auto drafts/pass | auto / best fixed |",
         "|---|---|---|---|" + "---|" * len(fixed) + "---|---|---|",
     ]
-    cells = {(r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0), r["k"]): r
-             for r in held(result["rows"])}  # fmt: skip
+    cells = {
+        (r["prompt_set"], r["temperature"], r["drafter"], r.get("busy", 0), r["k"]): r
+        for r in held(result["rows"])
+    }
     for key, s in best.items():
         auto = cells.get((*key, "auto"))
         if auto is None:
@@ -107,11 +113,30 @@ def busy_markdown(result: dict) -> str:
 
 
 COLUMNS = [
-    "prompt_set", "temperature", "drafter", "busy", "k", "baseline_tok_s", "peer_tok_s",
-    "ours_tok_s", "speedup", "vs_peer", "kept_rate", "alpha", "tokens_per_pass", "c", "verify_cost",
-    "predicted", "paper", "efficiency", "predicted_tpp", "efficiency_tpp", "overhead",
-    "bookkeeping", "mean_k",
-]  # fmt: skip
+    "prompt_set",
+    "temperature",
+    "drafter",
+    "busy",
+    "k",
+    "baseline_tok_s",
+    "peer_tok_s",
+    "ours_tok_s",
+    "speedup",
+    "vs_peer",
+    "kept_rate",
+    "alpha",
+    "tokens_per_pass",
+    "c",
+    "verify_cost",
+    "predicted",
+    "paper",
+    "efficiency",
+    "predicted_tpp",
+    "efficiency_tpp",
+    "overhead",
+    "bookkeeping",
+    "mean_k",
+]
 
 
 def table(rows: list[dict], cols: list[str], headers: list[str] | None = None) -> list[str]:
@@ -184,8 +209,11 @@ def auto_markdown(result: dict) -> str:
         shares = ", ".join(
             f"{name} {100 * share:.1f}%" for name, share in head["coverage"].items() if share
         )
-        lines += ["", f"Target tokens (target-only `generate`, both T) the {head['rows']:,}-row "
-                  f"ranked head holds, without the text's ids: {shares}."]  # fmt: skip
+        lines += [
+            "",
+            f"Target tokens (target-only `generate`, both T) the {head['rows']:,}-row "
+            f"ranked head holds, without the text's ids: {shares}.",
+        ]
     return "\n".join(lines) + "\n"
 
 

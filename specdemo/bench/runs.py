@@ -60,8 +60,9 @@ def step_costs(pair, input_ids: list[int], ks: list[int], head_rows=None) -> Ste
     return measure_costs(pair.target, pair.draft, input_ids, ks, head)
 
 
-def run_ours(pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model", width=1,
-             judge="token"):  # fmt: skip
+def run_ours(
+    pair, input_ids, k, sampling, max_new_tokens, seed, args, kind="model", width=1, judge="token"
+):
     """specdemo with drafter `kind`, tree width `width`, judge `judge` and the bench's settings;
     returns the stats and the share of wall time outside model forward passes."""
     generator = make_generator(seed, pair.target.device)
@@ -144,9 +145,12 @@ def run_plain(pair, input_ids, sampling, max_new_tokens, seed) -> float:
     try:
         clock = Stopwatch(pair.target.device)
         steps = autoregressive_generate(
-            pair.target, input_ids, sampling=sampling, max_new_tokens=max_new_tokens,
+            pair.target,
+            input_ids,
+            sampling=sampling,
+            max_new_tokens=max_new_tokens,
             generator=generator,
-        )  # fmt: skip
+        )
         n = sum(1 for _ in steps)
         seconds = clock.total()
     finally:

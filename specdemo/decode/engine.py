@@ -205,8 +205,18 @@ def speculative_generate(
             if on_verdict is not None:
                 on_verdict(verdict)
             tokens, finished = stopper.cut(kept + [verdict.next_token])
-            r = Round.judged(draft, proposal, verdict, tokens, finished, k_asked, draft_time,
-                             verify_time, tree, runner.pass_time)  # fmt: skip
+            r = Round.judged(
+                draft,
+                proposal,
+                verdict,
+                tokens,
+                finished,
+                k_asked,
+                draft_time,
+                verify_time,
+                tree,
+                runner.pass_time,
+            )
             for observe in observers:
                 observe(r)
             context += tokens

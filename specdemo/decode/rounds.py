@@ -62,9 +62,19 @@ class Round:
     pass_time: float | None = None
 
     @classmethod
-    def judged(cls, draft: list[int], proposal, verdict, tokens: list[int], finished: bool,
-               k_asked: int, draft_time: float, verify_time: float,
-               tree=None, pass_time: float | None = None) -> "Round":  # fmt: skip
+    def judged(
+        cls,
+        draft: list[int],
+        proposal,
+        verdict,
+        tokens: list[int],
+        finished: bool,
+        k_asked: int,
+        draft_time: float,
+        verify_time: float,
+        tree=None,
+        pass_time: float | None = None,
+    ) -> "Round":
         """The round a drafter's ``Proposal`` (whose tokens are `draft`) and the rule's
         ``verify.Verdict`` on it make, emitting `tokens`; `tree`, the ``tree.Fishbone`` the
         target judged, where the round was a tree."""

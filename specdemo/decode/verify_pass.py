@@ -33,9 +33,14 @@ def check_draft(draft: list[int], vocab: int) -> list[int]:
 
 
 def verify_round(
-    runner, last: int, proposal: Proposal, sampling, generator,
-    rule: AcceptanceRule = EXACT, judge: str = "token",
-) -> Verdict:  # fmt: skip
+    runner,
+    last: int,
+    proposal: Proposal,
+    sampling,
+    generator,
+    rule: AcceptanceRule = EXACT,
+    judge: str = "token",
+) -> Verdict:
     """The target (its step object `runner`) scores the last emitted token and the k drafts in
     one pass, the acceptance rule judges the drafts (token by token, or as a block: `judge`),
     and the cache drops the rejected ones."""

@@ -51,8 +51,9 @@ def remove(p, q, weight, child):
     left = q.sum()
     q = _where(left > 0, q / _where(left > 0, left, left * 0 + 1), q)
     denominator = mass + 1 - weight
-    weight = _where(denominator > 0, mass / _where(denominator > 0, denominator, mass * 0 + 1),
-                    mass * 0 + 1)  # fmt: skip
+    weight = _where(
+        denominator > 0, mass / _where(denominator > 0, denominator, mass * 0 + 1), mass * 0 + 1
+    )
     return p, q, weight
 
 
@@ -114,8 +115,13 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
     k, n = len(tree.chain), len(visits)
     depths, chain = torch.arange(k, device=p.device), torch.tensor(tree.chain, device=p.device)
     weights = torch.exp(running_weights(p[depths, chain][None], q[depths, chain][None]))[0]
-    seen = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=p.device)
-                        for visit in visits for v in (visit.p_x, visit.q_x)])  # fmt: skip
+    seen = torch.stack(
+        [
+            torch.as_tensor(v, dtype=torch.float64, device=p.device)
+            for visit in visits
+            for v in (visit.p_x, visit.q_x)
+        ]
+    )
     parts = [first[None].double(), token.double(), chances, u, seen, weights]
     host = torch.cat([t.view(-1) for t in parts]).tolist()
     at, token = int(host[0]), check_tokens([int(host[1])], "tree")[0]
@@ -128,8 +134,9 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
     trials = []
     for depth in range(1, k + 1):
         i = chain_visit[depth]
-        tried = [Trial(tree.chain[depth - 1], p_x[i], q_x[i], chances[i], u[i],
-                       depth <= n_accepted)]  # fmt: skip
+        tried = [
+            Trial(tree.chain[depth - 1], p_x[i], q_x[i], chances[i], u[i], depth <= n_accepted)
+        ]
         for j, v in enumerate(visits[: at + 1]):
             if v.depth == depth and v.child > 0:
                 s = tree.siblings[depth - 1][v.child - 1]

@@ -3,7 +3,8 @@
 ``verify`` judges one round's k drafts against the target's p: draft x is kept with probability
 min(1, p(x)/q(x)), the first rejection is replaced by a sample from the residual
 max(0, p - q) / sum, and a fully kept block earns a bonus token from p (Leviathan et al., 2023,
-algorithm 1; Chen et al., 2023): judging token by token (``judge="token"``), exact.
+algorithm 1; Chen et al., 2023). The emitted tokens are distributed exactly as the target's own
+samples. That is judging token by token (``judge="token"``).
 
 Judging the whole block (``judge="block"``; Sun et al., *Block Verification Accelerates
 Speculative Decoding*, ICLR 2025) keeps at least as many of the same drafts, in distribution, and
@@ -13,11 +14,13 @@ chance h_i = r_i / (r_i + 1 - w_i), where r_i is the mass of the block residual
 max(w_i p_i - q_i, 0), and position k with h_k = w_k. One uniform per position; the block keeps
 x_1..x_tau for the LAST position tau with u_tau < h_tau (0 if none) and then draws one token from
 max(w_tau p_tau - q_tau, 0) (at tau = k: from p, the bonus). The first position gains nothing
-(h_1 is token-wise's chance, the later ones summed out); later ones can be kept past a
-rejection. A one-hot q (a greedy or copied draft) gives token-wise's outcome: judged token-wise.
+(h_1 is token-wise's chance once the later positions are summed out); later ones can be kept
+where token-wise would already have rejected. A one-hot q (a greedy or copied draft) gives
+token-wise's outcome, so it is judged token by token.
 
-``verify_many`` judges B rounds at once, the engine's step at B = 1, so the app's exactness lab
-draws through the engine's own code; ``verify_greedy`` is temperature 0; the maths, ``sampling``.
+``verify_many`` judges B independent rounds at once, the same step the engine runs with B = 1,
+so the app's exactness lab draws through the engine's own code; ``verify_greedy`` is the
+temperature-0 case. The maths it applies lives in ``sampling`` and ``residual``.
 """
 
 from dataclasses import dataclass, field
@@ -65,7 +68,8 @@ class Verdict:
     p: torch.Tensor | None = None
     q: torch.Tensor | None = None
     judge: str = "token"  # who judged: "token" or "block" (``JUDGES``)
-    # As a block: each position's weight w_i and stopping chance h_i; kept up to the last u < h.
+    # Judged as a block: each position's running weight w_i and stopping chance h_i; the block
+    # kept the drafts up to the last position with u[i] < stop_chance[i].
     weights: list[float] = field(default_factory=list)
     stop_chance: list[float] = field(default_factory=list)
     # What judging token by token keeps of the same drafts with the same uniforms.
@@ -157,10 +161,12 @@ def block_chances(p, p_rows, q, q_rows, p_x, q_x) -> tuple[torch.Tensor, torch.T
         return log_w, stopping_chances(log_w, masses[None])
     keys = torch.stack([rows_p.double(), rows_q.double(), weights], -1).view(-1, 3)
     unique, where = torch.unique(keys, dim=0, return_inverse=True)
-    masses = torch.cat([
-        residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2]))
-        for part in unique.split(64)
-    ])  # fmt: skip
+    masses = torch.cat(
+        [
+            residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2]))
+            for part in unique.split(64)
+        ]
+    )
     return log_w, stopping_chances(log_w, masses[where].view(batch, k - 1))
 
 
@@ -207,9 +213,16 @@ def verify_many(
             log_w_at = torch.cat([log_w.new_zeros(batch, 1), log_w], 1).gather(1, n[:, None])
             w_at = torch.exp(log_w_at[:, 0])
     p_at, q_at = p_rows.gather(1, n[:, None])[:, 0], q_rows.gather(1, n[:, None])[:, 0]  # (B,)
-    common = dict(p_x=p_x, q_x=q_x, accept_prob=accept_prob, u=u, token_kept=token_kept,
-                  weights=None if log_w is None else torch.exp(log_w), stop_chance=h,
-                  expected_kept=None if h is None else expected_kept(accept_prob, h))  # fmt: skip
+    common = dict(
+        p_x=p_x,
+        q_x=q_x,
+        accept_prob=accept_prob,
+        u=u,
+        token_kept=token_kept,
+        weights=None if log_w is None else torch.exp(log_w),
+        stop_chance=h,
+        expected_kept=None if h is None else expected_kept(accept_prob, h),
+    )
     if batch == 1:  # the engine's round: no grouping, so no host sync before the verdict
         next_dist = residual(p[p_at[0]], q[q_at[0]], rule, w_at[0])
         next_token = sample(next_dist[None], generator)
@@ -263,8 +276,9 @@ def verify(
         if not host[0]:
             raise ValueError("verify: a probability row of p was all zero or not finite")
         no_q = p.new_zeros((0, p.shape[-1]))
-        return Verdict(0, check_tokens(host[1:], "verify")[0], [], [], [], [], p[0], p, no_q,
-                       token_kept=0)  # fmt: skip
+        return Verdict(
+            0, check_tokens(host[1:], "verify")[0], [], [], [], [], p[0], p, no_q, token_kept=0
+        )
     judge = "token" if q is None else check_judge(judge)
     vocab = max(p.shape[-1], q.shape[-1] if q is not None else 0)
     valid = valid_rows(p) & (valid_rows(q) if q is not None else True)

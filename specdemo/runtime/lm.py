@@ -61,8 +61,14 @@ def tree_forward(model, tokens: list[int], parents: list[int], cache):
     mask = torch.zeros(visible.shape, dtype=dtype, device=model.device)
     mask = mask.masked_fill(~visible, torch.finfo(dtype).min)[None, None]  # (1, 1, n, L + n)
     positions = (depth + past)[None]
-    out = model(input_ids=input_ids(model, tokens), attention_mask=mask, position_ids=positions,
-                cache=cache, use_cache=True, logits_to_keep=n)  # fmt: skip
+    out = model(
+        input_ids=input_ids(model, tokens),
+        attention_mask=mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=n,
+    )
     return out.logits[0], out.cache
 
 

@@ -277,9 +277,13 @@ class StaticStep(EagerStep):
         length = self.cache.get_seq_length()  # a tensor once the buffers exist
         mask, positions = static_mask(seen, depth, length, self.capacity, dtype)
         out = self.model(
-            input_ids=ids, attention_mask=mask, position_ids=positions, cache=self.cache,
-            use_cache=True, logits_to_keep=ids.shape[-1],
-        )  # fmt: skip
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=ids.shape[-1],
+        )
         return out.logits[0]
 
     def replayed(self, key, fn, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor | None:

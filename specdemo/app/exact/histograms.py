@@ -80,26 +80,43 @@ def exactness_chart(
     bin's standardised residual, where an exact sampler shows noise within ±RESIDUAL_BAND and
     a mistaken rule shows the bins it pushes and pulls."""
     shown = tick_labels(labels)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=ROWS,
-                        vertical_spacing=0.06)  # fmt: skip
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=ROWS, vertical_spacing=0.06)
     for name, values, color, shape in (
         ("exact p", p, "#374151", ""),
         (f"speculative ({n:,} draws)", spec, COLORS["accepted"], "/"),
         (f"direct from p ({n:,} draws)", direct, COLORS["bonus"], "."),
     ):
-        fig.add_trace(go.Bar(x=shown, y=values, name=name, marker_color=color,
-                             marker_pattern_shape=shape, customdata=labels,
-                             hovertemplate=f"%{{customdata}}: %{{y:.4f}}<extra>{name}</extra>"),
-                      row=1, col=1)  # fmt: skip
-    for name, values, color, shape in (("speculative", spec, COLORS["accepted"], "/"),
-                                       ("direct", direct, COLORS["bonus"], ".")):  # fmt: skip
         fig.add_trace(
-            go.Bar(x=shown, y=residuals(p, values, n), name=f"{name}: (O − E)/√E",
-                   marker_color=color, marker_pattern_shape=shape, showlegend=False,
-                   customdata=labels,
-                   hovertemplate=f"%{{customdata}}: %{{y:.1f}}<extra>{name}</extra>"),
-            row=2, col=1,
-        )  # fmt: skip
+            go.Bar(
+                x=shown,
+                y=values,
+                name=name,
+                marker_color=color,
+                marker_pattern_shape=shape,
+                customdata=labels,
+                hovertemplate=f"%{{customdata}}: %{{y:.4f}}<extra>{name}</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    for name, values, color, shape in (
+        ("speculative", spec, COLORS["accepted"], "/"),
+        ("direct", direct, COLORS["bonus"], "."),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=shown,
+                y=residuals(p, values, n),
+                name=f"{name}: (O − E)/√E",
+                marker_color=color,
+                marker_pattern_shape=shape,
+                showlegend=False,
+                customdata=labels,
+                hovertemplate=f"%{{customdata}}: %{{y:.1f}}<extra>{name}</extra>",
+            ),
+            row=2,
+            col=1,
+        )
     for y in (-RESIDUAL_BAND, RESIDUAL_BAND):
         fig.add_hline(y=y, line_dash="dot", line_color="#9ca3af", row=2, col=1)
     fig.update_layout(barmode="group")

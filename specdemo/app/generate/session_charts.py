@@ -128,13 +128,21 @@ def _add_runs(
     ys = [value(by_k[k]) for k in ks]
     shown = {"line": {}, "stars": {}}  # counts: beside each point and in its hover
     if counts:
-        look = {"textposition": ("top", "bottom")[i % 2] + " center",
-                "textfont": {"size": 12, "color": color}}  # fmt: skip
+        look = {
+            "textposition": ("top", "bottom")[i % 2] + " center",
+            "textfont": {"size": 12, "color": color},
+        }
         rate = "%{y:.0%} (%{text})<extra></extra>"
-        shown["line"] = {**look, "text": [counts(by_k[k]) for k in ks],
-                         "hovertemplate": f"{name}, K = %{{x}}: {rate}"}  # fmt: skip
-        shown["stars"] = {**look, "text": [counts([r]) for r in auto],
-                          "hovertemplate": f"{name} auto K, mean K %{{x:.1f}}: {rate}"}  # fmt: skip
+        shown["line"] = {
+            **look,
+            "text": [counts(by_k[k]) for k in ks],
+            "hovertemplate": f"{name}, K = %{{x}}: {rate}",
+        }
+        shown["stars"] = {
+            **look,
+            "text": [counts([r]) for r in auto],
+            "hovertemplate": f"{name} auto K, mean K %{{x:.1f}}: {rate}",
+        }
     text = "+text" if counts else ""
     fig.add_trace(
         go.Scatter(

@@ -26,9 +26,11 @@ GREY = "#6b7280"
 # Each curve's style named once, in grey, in the legend; its grey entry shows or hides them all.
 KEYS = {
     **{style: {"mode": "lines", "line": {**line, "color": GREY}} for style, line in LINES.items()},
-    BEST: {"mode": "markers",
-           "marker": {"symbol": "diamond-open", "size": 14, "color": GREY, "line_width": 3}},
-}  # fmt: skip
+    BEST: {
+        "mode": "markers",
+        "marker": {"symbol": "diamond-open", "size": 14, "color": GREY, "line_width": 3},
+    },
+}
 K_AXIS_RANGE = (-0.5, 16.5)  # from below 0: an auto-K run that mostly chose K = 0 sits under 1
 
 
@@ -47,8 +49,11 @@ def add_curves(
     (``session_charts.kept_chart``) is lower, since drafts after a rejection are never judged."""
     c, at = curve.costs.c, f"{curve.name}, K = %{{x}}: %{{y:.2f}}×"
     textbook = f"by the textbook formula (α per draft {curve.alpha:.2f}, c {c:.2f} measured, "
-    labels = [_add_curve(fig, curve.name, tag, TEXTBOOK, curve.textbook,
-                         f"{at} {textbook}verify = 1 step)", axis)]  # fmt: skip
+    labels = [
+        _add_curve(
+            fig, curve.name, tag, TEXTBOOK, curve.textbook, f"{at} {textbook}verify = 1 step)", axis
+        )
+    ]
     verify = [curve.costs.verify_cost(k) for k in curve.predicted]
     predicted = f"predicted (α per draft {curve.alpha:.2f}, c {c:.2f}, verify %{{customdata:.2f}}"
     hover = f"{at} {predicted} steps, all measured)"

@@ -30,25 +30,52 @@ from specdemo.runtime import threads
 STEP_PLACEHOLDER = "Press Step to run one round"
 
 SESSION_OUTPUTS = (
-    "kept_plot", "speedup_plot", "cost_note", "time_plot", "positions_plot", "results",
-    "csv_file", "json_file", "session",
-)  # fmt: skip
+    "kept_plot",
+    "speedup_plot",
+    "cost_note",
+    "time_plot",
+    "positions_plot",
+    "results",
+    "csv_file",
+    "json_file",
+    "session",
+)
 GENERATE_OUTPUTS = ("spec_pane", "target_pane", "comparison", "rounds_plot", *SESSION_OUTPUTS)
 SWEEP_OUTPUTS = (*SESSION_OUTPUTS, "sweep_progress", "sweep_tick")
 EXACTNESS_OUTPUTS = ("plot", "joint_plot", "summary", "greedy", "details")
 STEP_OUTPUTS = (
-    "text", "draft", "verify", "accept", "table", "plot", "microscope", "residual",
-    "microscope_note", "state",
-)  # fmt: skip
+    "text",
+    "draft",
+    "verify",
+    "accept",
+    "table",
+    "plot",
+    "microscope",
+    "residual",
+    "microscope_note",
+    "state",
+)
 
 
 def generate(
-    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
-    temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
-    max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
-    adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], show_rejected=True,
-    fresh=False, session=None, judge=DEFAULTS["verify"],
-):  # fmt: skip
+    pair,
+    prompt,
+    system="",
+    k=DEFAULTS["k"],
+    auto_k=DEFAULTS["auto_k"],
+    temperature=DEFAULTS["temperature"],
+    top_p=DEFAULTS["top_p"],
+    top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"],
+    drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"],
+    tree_width=DEFAULTS["tree_width"],
+    show_rejected=True,
+    fresh=False,
+    session=None,
+    judge=DEFAULTS["verify"],
+):
     """Stream the speculative run, then the target alone; record the race (GENERATE_OUTPUTS).
     A race already measured with the same pair, prompt, settings and seed is replayed from its
     record at once, and a target-alone run is reused across K, drafters and judges (``replay``);
@@ -57,9 +84,22 @@ def generate(
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_race(
-            pair, prompt, system, k, auto_k, temperature, top_p, top_k, max_new_tokens, seed,
-            drafter, adaptive, tree_width, since, judge,
-        )  # fmt: skip
+            pair,
+            prompt,
+            system,
+            k,
+            auto_k,
+            temperature,
+            top_p,
+            top_k,
+            max_new_tokens,
+            seed,
+            drafter,
+            adaptive,
+            tree_width,
+            since,
+            judge,
+        )
     session = Session() if session is None else session
     stored = replay.stored_race(pair, request)
     if stored is not None:
@@ -97,9 +137,14 @@ def generate(
 
 
 def gpu_note(
-    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
-    max_new_tokens=DEFAULTS["max_new_tokens"], drafter=DEFAULTS["drafter"],
-):  # fmt: skip
+    pair,
+    prompt,
+    system="",
+    k=DEFAULTS["k"],
+    auto_k=DEFAULTS["auto_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    drafter=DEFAULTS["drafter"],
+):
     """What a race at these settings will ask a ZeroGPU visitor for (``gpu_notes.ask_note``; "" off
     ZeroGPU); settings that do not parse change nothing."""
     try:
@@ -125,12 +170,23 @@ def race_outputs(session: Session, config, spec, target, show_rejected: bool) ->
 
 
 def sweep(
-    pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
-    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
-    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    tree_width=DEFAULTS["tree_width"], fresh=False, session=None, judge=DEFAULTS["verify"],
+    pair,
+    prompt,
+    system="",
+    ks=SWEEP_DEFAULTS["ks"],
+    temperatures=SWEEP_DEFAULTS["temperatures"],
+    top_p=DEFAULTS["top_p"],
+    top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"],
+    drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"],
+    tree_width=DEFAULTS["tree_width"],
+    fresh=False,
+    session=None,
+    judge=DEFAULTS["verify"],
     progress=gr.Progress(),  # noqa: B008 (Gradio's idiom)
-):  # fmt: skip
+):
     """Plan the (K, temperature) grid in the session and run its first cell (SWEEP_OUTPUTS).
     Each further cell is a call of ``sweep_next`` of its own, so other people's runs take the
     model between cells. Cells already measured are replayed from the store unless `fresh`.
@@ -138,9 +194,21 @@ def sweep(
     with user_errors():
         since = time.time() if parse_flag("Fresh run", fresh) else 0.0
         request = jobs.parse_sweep(
-            pair, prompt, system, ks, temperatures, top_p, top_k, max_new_tokens, seed, drafter,
-            adaptive, tree_width, since, judge,
-        )  # fmt: skip
+            pair,
+            prompt,
+            system,
+            ks,
+            temperatures,
+            top_p,
+            top_k,
+            max_new_tokens,
+            seed,
+            drafter,
+            adaptive,
+            tree_width,
+            since,
+            judge,
+        )
         request.check()
     session = Session() if session is None else session
     session.sweep = replay.SweepPlan(request)
@@ -185,10 +253,17 @@ def session_outputs(session: Session) -> list:
     itself (SESSION_OUTPUTS)."""
     csv_path, json_path = export(session)
     runs = session.runs
-    return [session_charts.kept_chart(runs), session_charts.speedup_chart(runs),
-            costs.cost_note(runs), session_charts.time_chart(runs),
-            session_charts.positions_chart(runs), results_table(runs), csv_path, json_path,
-            session]  # fmt: skip
+    return [
+        session_charts.kept_chart(runs),
+        session_charts.speedup_chart(runs),
+        costs.cost_note(runs),
+        session_charts.time_chart(runs),
+        session_charts.positions_chart(runs),
+        results_table(runs),
+        csv_path,
+        json_path,
+        session,
+    ]
 
 
 def toggle_rejected(show_rejected, session: Session) -> list[Span]:
@@ -196,11 +271,17 @@ def toggle_rejected(show_rejected, session: Session) -> list[Span]:
 
 
 def exactness(
-    pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
-    k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
-    rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
+    pair,
+    prompt,
+    temperature=EXACT_DEFAULTS["temperature"],
+    top_p=EXACT_DEFAULTS["top_p"],
+    k=EXACT_DEFAULTS["k"],
+    n=EXACT_DEFAULTS["n"],
+    seed=EXACT_DEFAULTS["seed"],
+    rule=EXACT_DEFAULTS["rule"],
+    tree_width=EXACT_DEFAULTS["tree_width"],
     judge=EXACT_DEFAULTS["verify"],
-):  # fmt: skip
+):
     """Draws of the first token and of the first two through the chosen acceptance rule (the
     first two judged by `judge`) and straight from p, against the exact p; then the greedy
     check (EXACTNESS_OUTPUTS)."""
@@ -213,10 +294,16 @@ def exactness(
 
 
 def step(
-    pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
-    seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-    tree_width=STEP_DEFAULTS["tree_width"], judge=STEP_DEFAULTS["verify"],
-):  # fmt: skip
+    pair,
+    prompt,
+    k=STEP_DEFAULTS["k"],
+    temperature=STEP_DEFAULTS["temperature"],
+    seed=STEP_DEFAULTS["seed"],
+    drafter=STEP_DEFAULTS["drafter"],
+    state=None,
+    tree_width=STEP_DEFAULTS["tree_width"],
+    judge=STEP_DEFAULTS["verify"],
+):
     """One round after the context in `state`, judged by `judge`, explained (STEP_OUTPUTS)."""
     with user_errors():
         request = jobs.parse_step(

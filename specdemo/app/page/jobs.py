@@ -66,16 +66,37 @@ class Race:
 
 
 def parse_race(
-    pair, prompt, system="", k=DEFAULTS["k"], auto_k=DEFAULTS["auto_k"],
-    temperature=DEFAULTS["temperature"], top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"],
-    max_new_tokens=DEFAULTS["max_new_tokens"], seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"],
-    adaptive=DEFAULTS["adaptive"], tree_width=DEFAULTS["tree_width"], since=0.0,
+    pair,
+    prompt,
+    system="",
+    k=DEFAULTS["k"],
+    auto_k=DEFAULTS["auto_k"],
+    temperature=DEFAULTS["temperature"],
+    top_p=DEFAULTS["top_p"],
+    top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"],
+    drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"],
+    tree_width=DEFAULTS["tree_width"],
+    since=0.0,
     judge=DEFAULTS["verify"],
-) -> Race:  # fmt: skip
+) -> Race:
     config = parse_run(
-        prompt, system, k, temperature, top_p, top_k, max_new_tokens, seed, drafter, adaptive,
-        auto_k, tree_width, judge,
-    )  # fmt: skip
+        prompt,
+        system,
+        k,
+        temperature,
+        top_p,
+        top_k,
+        max_new_tokens,
+        seed,
+        drafter,
+        adaptive,
+        auto_k,
+        tree_width,
+        judge,
+    )
     return Race(config, tuple(encode(pair, config)), since, budget=gpu.budget_of(pair))
 
 
@@ -119,15 +140,33 @@ class Sweep:
 
 
 def parse_sweep(
-    pair, prompt, system="", ks=SWEEP_DEFAULTS["ks"], temperatures=SWEEP_DEFAULTS["temperatures"],
-    top_p=DEFAULTS["top_p"], top_k=DEFAULTS["top_k"], max_new_tokens=DEFAULTS["max_new_tokens"],
-    seed=DEFAULTS["seed"], drafter=DEFAULTS["drafter"], adaptive=DEFAULTS["adaptive"],
-    tree_width=DEFAULTS["tree_width"], since=0.0, judge=DEFAULTS["verify"],
-) -> Sweep:  # fmt: skip
+    pair,
+    prompt,
+    system="",
+    ks=SWEEP_DEFAULTS["ks"],
+    temperatures=SWEEP_DEFAULTS["temperatures"],
+    top_p=DEFAULTS["top_p"],
+    top_k=DEFAULTS["top_k"],
+    max_new_tokens=DEFAULTS["max_new_tokens"],
+    seed=DEFAULTS["seed"],
+    drafter=DEFAULTS["drafter"],
+    adaptive=DEFAULTS["adaptive"],
+    tree_width=DEFAULTS["tree_width"],
+    since=0.0,
+    judge=DEFAULTS["verify"],
+) -> Sweep:
     config = parse_run(
-        prompt, system, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed,
-        drafter=drafter, adaptive=adaptive, tree_width=tree_width, judge=judge,
-    )  # fmt: skip
+        prompt,
+        system,
+        top_p=top_p,
+        top_k=top_k,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        drafter=drafter,
+        adaptive=adaptive,
+        tree_width=tree_width,
+        judge=judge,
+    )
     ks, temperatures = parse_grid(ks, temperatures)
     ids = tuple(encode(pair, config))
     id = uuid.uuid4().hex[:12]
@@ -164,13 +203,26 @@ class ExactnessCheck:
 
 
 def parse_exactness(
-    pair, prompt, temperature=EXACT_DEFAULTS["temperature"], top_p=EXACT_DEFAULTS["top_p"],
-    k=EXACT_DEFAULTS["k"], n=EXACT_DEFAULTS["n"], seed=EXACT_DEFAULTS["seed"],
-    rule=EXACT_DEFAULTS["rule"], tree_width=EXACT_DEFAULTS["tree_width"],
+    pair,
+    prompt,
+    temperature=EXACT_DEFAULTS["temperature"],
+    top_p=EXACT_DEFAULTS["top_p"],
+    k=EXACT_DEFAULTS["k"],
+    n=EXACT_DEFAULTS["n"],
+    seed=EXACT_DEFAULTS["seed"],
+    rule=EXACT_DEFAULTS["rule"],
+    tree_width=EXACT_DEFAULTS["tree_width"],
     judge=EXACT_DEFAULTS["verify"],
-) -> ExactnessCheck:  # fmt: skip
-    config = parse_run(prompt, k=k, temperature=temperature, top_p=top_p, seed=seed,
-                       tree_width=tree_width, judge=judge)  # fmt: skip
+) -> ExactnessCheck:
+    config = parse_run(
+        prompt,
+        k=k,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        tree_width=tree_width,
+        judge=judge,
+    )
     n, rule = parse_samples(n), parse_rule(rule, config.temperature)
     if config.tree_width > 1 and rule != EXACT:
         raise ValueError(
@@ -199,12 +251,25 @@ class StepThrough:
 
 
 def parse_step(
-    pair, prompt, k=STEP_DEFAULTS["k"], temperature=STEP_DEFAULTS["temperature"],
-    seed=STEP_DEFAULTS["seed"], drafter=STEP_DEFAULTS["drafter"], state=None,
-    tree_width=STEP_DEFAULTS["tree_width"], judge=STEP_DEFAULTS["verify"],
-) -> StepThrough:  # fmt: skip
-    config = parse_run(prompt, k=k, temperature=temperature, seed=seed, drafter=drafter,
-                       tree_width=tree_width, judge=judge)  # fmt: skip
+    pair,
+    prompt,
+    k=STEP_DEFAULTS["k"],
+    temperature=STEP_DEFAULTS["temperature"],
+    seed=STEP_DEFAULTS["seed"],
+    drafter=STEP_DEFAULTS["drafter"],
+    state=None,
+    tree_width=STEP_DEFAULTS["tree_width"],
+    judge=STEP_DEFAULTS["verify"],
+) -> StepThrough:
+    config = parse_run(
+        prompt,
+        k=k,
+        temperature=temperature,
+        seed=seed,
+        drafter=drafter,
+        tree_width=tree_width,
+        judge=judge,
+    )
     if not isinstance(config.k, int):
         lo, hi = LIMITS["k"]
         raise ValueError(

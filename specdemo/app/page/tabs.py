@@ -38,8 +38,10 @@ def top_p_slider(defaults=DEFAULTS) -> gr.Slider:
 
 
 def tree_width_slider(defaults=DEFAULTS, auto: str = "") -> gr.Slider:
-    info = ("Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
-            "draft's q, judged exactly in the same target pass" + auto)  # fmt: skip
+    info = (
+        "Guesses tried per position: 1 is the chain; more adds siblings drawn from the "
+        "draft's q, judged exactly in the same target pass" + auto
+    )
     return slider("tree_width", "Tree width", info, defaults=defaults)
 
 

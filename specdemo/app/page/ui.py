@@ -141,15 +141,24 @@ def wire_generate(pair, tab: dict) -> None:
     lays over every output keep a browser on the same machine busy while the runs are timed on
     its cores (docs/BENCHMARKS.md, "Beside busy processes")."""
     runs = [
-        model_event(pair, tab["run"], handlers.generate, tab, handlers.GENERATE_OUTPUTS,
-                    progress="minimal"),
-        model_event(pair, tab["sweep"], handlers.sweep, tab, handlers.SWEEP_OUTPUTS,
-                    progress="minimal"),
+        model_event(
+            pair, tab["run"], handlers.generate, tab, handlers.GENERATE_OUTPUTS, progress="minimal"
+        ),
+        model_event(
+            pair, tab["sweep"], handlers.sweep, tab, handlers.SWEEP_OUTPUTS, progress="minimal"
+        ),
         # The tick a cell leaves queues the next cell, so a run asked for meanwhile takes the
         # model between two cells.
-        model_event(pair, tab["sweep_tick"], handlers.sweep_next, tab, handlers.SWEEP_OUTPUTS,
-                    trigger="change", progress="minimal"),
-    ]  # fmt: skip
+        model_event(
+            pair,
+            tab["sweep_tick"],
+            handlers.sweep_next,
+            tab,
+            handlers.SWEEP_OUTPUTS,
+            trigger="change",
+            progress="minimal",
+        ),
+    ]
     tab["stop"].click(None, cancels=runs, api_visibility="private")
     if gpu.limited():  # what a run will ask ZeroGPU for, as the settings change
         names = ("prompt", "system", "k", "auto_k", "max_new_tokens", "drafter")

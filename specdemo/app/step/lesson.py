@@ -323,8 +323,11 @@ def block_outcome(r: Round, tok) -> str:
     failed = [str(i + 1) for i in range(n) if not passed[i]]
     despite = ""
     if failed:
-        which = f"guess {failed[0]} too, though its" if len(failed) == 1 else (
-            f"guesses {', '.join(failed)} too, though their")  # fmt: skip
+        which = (
+            f"guess {failed[0]} too, though its"
+            if len(failed) == 1
+            else (f"guesses {', '.join(failed)} too, though their")
+        )
         despite = f" ({which} own u was not below h: a later guess passed)"
     if n == k:
         outcome = (

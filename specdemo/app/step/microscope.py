@@ -64,17 +64,29 @@ def p_and_q_chart(m: Microscope) -> go.Figure:
         return layout(fig, f"{title}: p at position {m.position + 1}", HEIGHT)
     fig = go.Figure()
     excess = [m.weight * p - o for p, o in zip(m.p, m.overlap, strict=True)]
-    names = (f"min(p, q): kept-chance, Σ = {prob(m.kept)}",
-             f"max(0, p − q): residual, Σ = {prob(m.left)}")  # fmt: skip
+    names = (
+        f"min(p, q): kept-chance, Σ = {prob(m.kept)}",
+        f"max(0, p − q): residual, Σ = {prob(m.left)}",
+    )
     if m.judge == "block":
-        names = (f"min(w·p, q), Σ = {prob(m.kept)}",
-                 f"max(0, w·p − q): block residual, Σ = {prob(m.left)}")  # fmt: skip
+        names = (
+            f"min(w·p, q), Σ = {prob(m.kept)}",
+            f"max(0, w·p − q): block residual, Σ = {prob(m.left)}",
+        )
     for name, values, base, color, shape in (
         (names[0], m.overlap, None, COLORS["accepted"], ""),
         (names[1], excess, m.overlap, COLORS["resampled"], "/"),
     ):
-        fig.add_trace(go.Bar(x=m.labels, y=values, base=base, name=name, marker_color=color,
-                             marker_pattern_shape=shape))  # fmt: skip
+        fig.add_trace(
+            go.Bar(
+                x=m.labels,
+                y=values,
+                base=base,
+                name=name,
+                marker_color=color,
+                marker_pattern_shape=shape,
+            )
+        )
     fig.add_trace(
         go.Bar(
             x=m.labels,
@@ -132,8 +144,10 @@ def stages_chart(m: Microscope) -> go.Figure:
     kept = m.kept_sibling is not None
     mark = _mark(m, m.kept_sibling if kept else m.drawn, "kept" if kept else "drawn")
     for j, (label, values) in enumerate(m.stages):
-        look = {"marker_color": STAGE_COLORS[j % len(STAGE_COLORS)],
-                "marker_pattern_shape": STAGE_SHAPES[j % len(STAGE_SHAPES)]}  # fmt: skip
+        look = {
+            "marker_color": STAGE_COLORS[j % len(STAGE_COLORS)],
+            "marker_pattern_shape": STAGE_SHAPES[j % len(STAGE_SHAPES)],
+        }
         text = mark if j == last else None
         fig.add_trace(go.Bar(x=m.labels, y=values, name=label, text=text, **look, **MARK))
     fig.update_layout(barmode="group")

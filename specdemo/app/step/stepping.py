@@ -254,8 +254,7 @@ def microscope(tokenizer, r: Round, verdict: Verdict, draft_model=None) -> Micro
         return _fill(scope, tokenizer, p, q, weight=weight, drawn_from=verdict.next_dist)
     tried = r.siblings_tried[i] if kind == "rejected" and i < len(r.siblings_tried) else ()
     if tried:  # a tree: siblings were tried here, each against what the rejections left of p
-        return _fill(scope, tokenizer, p, q, [r.draft[i], *(t.token for t in tried)],
-                     r.sibling)  # fmt: skip
+        return _fill(scope, tokenizer, p, q, [r.draft[i], *(t.token for t in tried)], r.sibling)
     return _fill(scope, tokenizer, p, q)
 
 
@@ -274,9 +273,16 @@ def _stages(tokenizer, p, q, children: Sequence[int], kept: int | None) -> list:
     return stages
 
 
-def _fill(scope: Microscope, tokenizer, p: torch.Tensor, q: torch.Tensor | None,
-          children: Sequence[int] = (), kept: int | None = None, weight: float = 1.0,
-          drawn_from: torch.Tensor | None = None) -> Microscope:  # fmt: skip
+def _fill(
+    scope: Microscope,
+    tokenizer,
+    p: torch.Tensor,
+    q: torch.Tensor | None,
+    children: Sequence[int] = (),
+    kept: int | None = None,
+    weight: float = 1.0,
+    drawn_from: torch.Tensor | None = None,
+) -> Microscope:
     """The microscope's numbers from (vocab,) float64 p and q (q None: p only); `children`,
     the guesses a tree's node tried in order, with the sibling `kept` there, if one was. A block
     weighs p by `weight` before q is taken away, and `drawn_from` is the distribution the engine
@@ -352,8 +358,9 @@ def round_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
             verdict = "accepted (sibling)" if t.kept else "rejected (sibling)"
             cells = [prob(t.q_x), prob(t.p_x), prob(t.accept_prob), prob(t.u), verdict]
             rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells])
-    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "",
-                 last_verdict(r, outside)])  # fmt: skip
+    rows.append(
+        [r.kept + 1, token_text(tokenizer, r.next_token), "", "", "", "", last_verdict(r, outside)]
+    )
     return verdict_second(rows)
 
 
@@ -378,18 +385,27 @@ def block_rows(r: Round, tokenizer, outside: bool = False) -> list[list]:
             verdict = f"accepted: {test}, the last that passed"
         else:
             verdict = f"accepted: {test}, {'and' if passed else 'but'} {later}"
-        cells = [prob(r.q_x[i]), prob(r.p_x[i]), prob(r.accept_prob[i]), prob(r.weights[i]),
-                 prob(r.stop_chance[i]), prob(r.u[i]), verdict]  # fmt: skip
+        cells = [
+            prob(r.q_x[i]),
+            prob(r.p_x[i]),
+            prob(r.accept_prob[i]),
+            prob(r.weights[i]),
+            prob(r.stop_chance[i]),
+            prob(r.u[i]),
+            verdict,
+        ]
         rows.append([i + 1, token_text(tokenizer, token), *cells])
         for j, t in enumerate(r.siblings_tried[i] if i < len(r.siblings_tried) else ()):
             test = "u < h" if t.u < t.accept_prob else "u ≥ h"
             verdict = f"{'accepted' if t.kept else 'rejected'} (sibling): {test}"
             ratio = min(1.0, t.p_x / t.q_x) if t.q_x > 0 else 1.0
             cells = [prob(t.q_x), prob(t.p_x), prob(ratio), "", prob(t.accept_prob), prob(t.u)]
-            rows.append([f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells,
-                         verdict])  # fmt: skip
-    rows.append([r.kept + 1, token_text(tokenizer, r.next_token), *[""] * 6,
-                 last_verdict(r, outside)])  # fmt: skip
+            rows.append(
+                [f"{i + 1}, sibling {j + 1}", token_text(tokenizer, t.token), *cells, verdict]
+            )
+    rows.append(
+        [r.kept + 1, token_text(tokenizer, r.next_token), *[""] * 6, last_verdict(r, outside)]
+    )
     return verdict_second(rows)
 
 

@@ -27,14 +27,14 @@ STATES = {
         "circle-open",
         "#9ca3af",
         "·",
-    ),  # fmt: skip
+    ),
     "bonus": ("bonus: from the last kept node's own p", "star", COLORS["bonus"], "★"),
     "resampled": (
         "drawn from what the rejections left of p",
         "diamond",
         COLORS["resampled"],
         "◆",
-    ),  # fmt: skip
+    ),
 }
 ROOT = "the text<br>so far"  # in two lines: narrower than a column
 TOKEN_CHARS = 10  # a token's text in its label at most, so the label keeps within its column
@@ -65,8 +65,10 @@ def nodes(r: Round) -> list[Node]:
         hover = f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, min(1, p/q) = "
         hover += prob(r.accept_prob[i]) + (f", u = {prob(r.u[i])}" if i <= n else "")
         if block:
-            hover = (f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, w = {prob(r.weights[i])}, "
-                     f"h = {prob(r.stop_chance[i])}, u = {prob(r.u[i])}")  # fmt: skip
+            hover = (
+                f"q = {prob(r.q_x[i])}, p = {prob(r.p_x[i])}, w = {prob(r.weights[i])}, "
+                f"h = {prob(r.stop_chance[i])}, u = {prob(r.u[i])}"
+            )
         out.append(Node(i + 1, 0, token, state, (i, 0), hover))
         tried = r.siblings_tried[i] if i < len(r.siblings_tried) else ()
         group = r.siblings[i] if i < len(r.siblings) else ()
@@ -75,9 +77,11 @@ def nodes(r: Round) -> list[Node]:
                 t = tried[j]
                 state = "kept" if t.kept else "rejected"
                 chance = "h" if block else "min(1, p/q)"  # a block tries it with chance h
-                hover = (f"q = {prob(t.q_x)} (earlier guesses removed), p = {prob(t.p_x)} "
-                         f"(what they left), {chance} = {prob(t.accept_prob)}, "
-                         f"u = {prob(t.u)}")  # fmt: skip
+                hover = (
+                    f"q = {prob(t.q_x)} (earlier guesses removed), p = {prob(t.p_x)} "
+                    f"(what they left), {chance} = {prob(t.accept_prob)}, "
+                    f"u = {prob(t.u)}"
+                )
             else:
                 state, hover = "unjudged", "never judged"
             out.append(Node(i + 1, -(j + 1), sibling, state, (i, 0), hover))
@@ -122,31 +126,62 @@ def tree_chart(r: Round, labels: Callable[[list[int]], list[str]]) -> go.Figure:
             corners = edge(n)
             xs += [x for x, _ in corners] + [None]
             ys += [y for _, y in corners] + [None]
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", hoverinfo="skip",
-            name="kept path" if thick else "tried or drawn",
-            line={"color": "#374151" if thick else "#d1d5db", "width": 5 if thick else 2,
-                  "dash": "solid" if thick else "dot"},
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines",
+                hoverinfo="skip",
+                name="kept path" if thick else "tried or drawn",
+                line={
+                    "color": "#374151" if thick else "#d1d5db",
+                    "width": 5 if thick else 2,
+                    "dash": "solid" if thick else "dot",
+                },
+            )
+        )
     root = {"symbol": "square", "size": 16, "color": "#6b7280"}
-    fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", text=[ROOT], marker=root,
-                             textposition=LABEL_POSITION, showlegend=False))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[0],
+            y=[0],
+            mode="markers+text",
+            text=[ROOT],
+            marker=root,
+            textposition=LABEL_POSITION,
+            showlegend=False,
+        )
+    )
     for state, (name, symbol, color, sign) in STATES.items():
         shown = [n for n in found if n.state == state]
         if not shown:
             continue
-        fig.add_trace(go.Scatter(
-            x=[n.x for n in shown], y=[n.y for n in shown], mode="markers+text", name=name,
-            text=[f"{sign} {short(texts[n])}" for n in shown], textposition=LABEL_POSITION,
-            customdata=[f"{sign} {texts[n]}<br>{n.hover}" for n in shown],
-            hovertemplate="%{customdata}<extra></extra>",
-            marker={"symbol": symbol, "size": 18, "color": color,
-                    "line": {"width": 2, "color": color}},
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[n.x for n in shown],
+                y=[n.y for n in shown],
+                mode="markers+text",
+                name=name,
+                text=[f"{sign} {short(texts[n])}" for n in shown],
+                textposition=LABEL_POSITION,
+                customdata=[f"{sign} {texts[n]}<br>{n.hover}" for n in shown],
+                hovertemplate="%{customdata}<extra></extra>",
+                marker={
+                    "symbol": symbol,
+                    "size": 18,
+                    "color": color,
+                    "line": {"width": 2, "color": color},
+                },
+            )
+        )
     depth = max(n.x for n in found)
-    fig.update_xaxes(range=[-0.6, depth + 0.6], tickvals=list(range(depth + 1)),
-                     ticktext=["root", *(f"position {d}" for d in range(1, depth + 1))],
-                     showgrid=False, zeroline=False)  # fmt: skip
+    fig.update_xaxes(
+        range=[-0.6, depth + 0.6],
+        tickvals=list(range(depth + 1)),
+        ticktext=["root", *(f"position {d}" for d in range(1, depth + 1))],
+        showgrid=False,
+        zeroline=False,
+    )
     low = min(n.y for n in found)
     fig.update_yaxes(range=[low - 0.4, 0.9], showticklabels=False, showgrid=False, zeroline=False)
     title = "The round as a tree: the draft's guesses on top, siblings below in the order tried"
