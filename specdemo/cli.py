@@ -46,6 +46,8 @@ def load(args, quiet: bool = False):
 
 def cmd_generate(args) -> int:
     from specdemo.decode.engine import (
+        check_k,
+        check_max_new_tokens,
         check_tree_width,
         make_generator,
         resolve_k,
@@ -59,10 +61,9 @@ def cmd_generate(args) -> int:
     from specdemo.text import Detokenizer, encode_prompt
 
     sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)  # checked before loading
-    if (args.k != "auto" and args.k < 0) or args.max_new_tokens < 0:
-        raise ValueError(
-            f"k must be >= 0 and max_new_tokens >= 0, got {args.k}, {args.max_new_tokens}"
-        )
+    if args.k != "auto":  # the library's own checks, before the models load
+        check_k(args.k)
+    check_max_new_tokens(args.max_new_tokens)
     check_tree_width(args.tree_width)
     if args.tree_width == "auto" and args.k != "auto":
         raise ValueError("--tree-width auto is chosen by automatic K: it needs --k auto")

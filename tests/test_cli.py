@@ -103,7 +103,7 @@ def test_the_default_drafter_copies_where_the_text_repeats_on_every_device():
     "flags, message",
     [
         (["--k", "-1"], "k must be >= 0"),
-        (["--max-new-tokens", "-3"], "k must be >= 0 and max_new_tokens >= 0"),
+        (["--max-new-tokens", "-3"], "max_new_tokens must be >= 0"),
         (["--temperature", "-2"], "temperature must be in"),
         (["--pair", "nope"], "unknown model pair"),
         (["--tree-width", "0"], "tree_width must be a whole number >= 1"),

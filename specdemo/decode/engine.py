@@ -60,8 +60,7 @@ class _Stopper:
     """Cuts a block of new tokens at the first EOS, max_new_tokens or stop string."""
 
     def __init__(self, eos: set[int], max_new_tokens: int, stop_strings, decode):
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        check_max_new_tokens(max_new_tokens)
         if stop_strings and decode is None:
             raise ValueError("stop_strings need a decode function (token ids -> text)")
         self.eos, self.max_new_tokens = eos, max_new_tokens
@@ -228,15 +227,12 @@ def speculative_generate(
 
 def check_tree_width(width: int | str, rule: AcceptanceRule = EXACT) -> int | str:
     """A tree width is a whole number >= 1 or "auto"; a tree is judged by the exact rule only."""
-    if width == "auto":
-        if rule != EXACT:
-            raise ValueError("a tree (tree_width > 1) is judged by the exact rule only")
-        return width
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+    whole = isinstance(width, int) and not isinstance(width, bool) and width >= 1
+    if width != "auto" and not whole:
         raise ValueError(
             f'tree_width must be a whole number >= 1 (1: a chain) or "auto", got {width!r}'
         )
-    if width > 1 and rule != EXACT:
+    if width != 1 and rule != EXACT:
         raise ValueError("a tree (tree_width > 1) is judged by the exact rule only")
     return width
 
@@ -254,6 +250,12 @@ def check_k(k: int | AutoK) -> AutoK | None:
     if k > K_LIMIT:
         raise ValueError(f"k must be at most {K_LIMIT} (drafts a round verifies), got {k}")
     return None
+
+
+def check_max_new_tokens(max_new_tokens: int) -> None:
+    """A length is a whole number >= 0; anything else raises."""
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
 
 
 def prefill(runner, context: list[int], stats: Stats) -> None:
