@@ -7,7 +7,7 @@ from conftest import HostReads, replay_against_eager, tiny_model
 import specdemo
 from specdemo.draft.drafters import ModelDrafter
 from specdemo.judge.sampling import SamplingConfig
-from specdemo.runtime import modes, steps
+from specdemo.runtime import steps
 from specdemo.runtime.steps import (
     EagerStep,
     StaticStep,
