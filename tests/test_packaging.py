@@ -240,3 +240,21 @@ def test_the_model_line_names_a_gguf_as_the_source_and_the_kernel_that_runs():
     line = model_markdown(s)
     assert "Qwen2.5-Coder-1.5B-Instruct (1.54 B params, shipped as a Q4_K_M GGUF)" in line
     assert "· 4-bit NF4 on" in line and line.count("GGUF") == 1
+
+
+def test_the_code_map_names_every_core_module_and_the_top_level_stays_small():
+    """docs/USAGE.md's code layout has a line for every module of the core's folders, and the
+    package's top level holds a handful of modules beside them."""
+    root = Path(__file__).resolve().parents[1]
+    usage = (root / "docs" / "USAGE.md").read_text()
+    layout = usage[usage.index("## Code layout") : usage.index("### One round")]
+    core = [
+        path
+        for folder in ("decode", "judge", "draft", "runtime", "cost", "bench")
+        for path in (root / "specdemo" / folder).glob("*.py")
+        if path.name != "__init__.py"
+    ]
+    assert len(core) > 20  # the folders were found
+    assert [f"{p.parent.name}/{p.name}" for p in core if f"`{p.name}`" not in layout] == []
+    top = sorted(path.name for path in (root / "specdemo").glob("*.py"))
+    assert len(top) <= 8, top
