@@ -339,7 +339,7 @@ CASES = {
 def tree_auto_k() -> AutoK:
     """Automatic K and tree width (``AutoK.max_width`` 3) on rows cheap enough that its prior
     makes a tree worth trying; whether a round is a tree then depends on the siblings the
-    generation saw kept so far (tests/test_policy.py)."""
+    generation saw kept so far (tests/cost/test_policy.py)."""
     return AutoK(StepCosts(1.0, 0.1, {k: 1.0 + 0.02 * k for k in range(1, 5)}), max_width=3)
 
 

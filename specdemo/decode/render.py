@@ -13,7 +13,7 @@ from specdemo.text import Detokenizer
 
 # Okabe and Ito's colour-blind-safe colours, chosen so that each pair stays apart painted at half
 # opacity (as the page paints them) for normal, red-weak, green-weak and blue-weak vision alike
-# (tests/test_render.py); each kind also has a cue without colour (ANSI, style.CSS).
+# (tests/decode/test_render.py); each kind also has a cue without colour (ANSI, style.CSS).
 COLORS = {
     "accepted": "#009e73",  # bluish green
     "resampled": "#d55e00",  # vermillion

@@ -1,6 +1,6 @@
 """The target's step modes compute the same logits; its static passes are ready for CUDA graphs.
 
-Proven on the CPU as the draft's step is (tests/test_draft_step.py): the static passes read
+Proven on the CPU as the draft's step is (tests/runtime/test_draft_steps.py): the static passes read
 nothing back to the host and keep their buffers, and replayed as a CUDA graph replays them
 (``StaticStep.capture`` stood in by ``make_fx``, which freezes every Python value and
 writes the cache's buffers in place) the plain step and verify passes of 2-9 rows, chains and

@@ -16,7 +16,7 @@ from specdemo.bench import grid as bench
 from specdemo.bench import report as bench_report
 from specdemo.bench import runs as bench_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "Write a Python function that adds two numbers."
 
 

@@ -16,7 +16,7 @@ from specdemo.cost.theory import StepCosts
 from specdemo.models.kernels import four_bit_problem
 from specdemo.models.pairs import PAIRS, ModelSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
