@@ -5,7 +5,7 @@ import torch
 from transformers import GenerationConfig
 
 from specdemo.judge.sampling import SamplingConfig, logits_to_probs, residual, sample
-from specdemo.judge.verify import first_token_samples, verify
+from specdemo.judge.verify import chain_first_tokens, verify
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_a_row_that_is_not_a_distribution_raises_instead_of_emitting_a_token(row
     with pytest.raises(ValueError, match="not finite"):
         verify(torch.tensor([1]), q, torch.softmax(torch.randn(2, 3), -1))
     with pytest.raises(ValueError):
-        first_token_samples(torch.tensor(row), None, 10)
+        chain_first_tokens(torch.tensor(row), None, 10)
 
 
 def test_residual_mass_below_the_old_cutoff_is_still_the_residual():

@@ -12,9 +12,9 @@ import torch
 from specdemo.judge.tree import (
     Fishbone,
     draw_siblings,
-    first_token_samples,
     judge,
     node_rule,
+    tree_first_tokens,
 )
 from specdemo.runtime import lm
 from specdemo.runtime.kv import keep_rows
@@ -119,7 +119,7 @@ def kept_probability(p, q, width) -> Fraction:
 @pytest.mark.parametrize("width", [1, 2, 3, 4])
 @pytest.mark.parametrize("p, q", CASES)
 def test_the_vectorised_first_token_draws_follow_the_node_rule(p, q, width):
-    """The exactness tab's draws (``tree.first_token_samples``): 100,000 draws land within 0.01
+    """The exactness tab's draws (``tree.tree_first_tokens``): 100,000 draws land within 0.01
     of p on every token and keep a child as often as ``node_rule`` enumerated says, within
     0.01 (5 standard errors are 0.008). The rules that are not exact move the output by a total
     variation of 0.078 or more on these cases, and a wrong acceptance probability moves the
@@ -129,7 +129,7 @@ def test_the_vectorised_first_token_draws_follow_the_node_rule(p, q, width):
     generator = torch.Generator().manual_seed(width)
     p_t = torch.tensor([float(v) for v in exact_p], dtype=torch.float64)
     q_t = torch.tensor([float(v) for v in exact_q], dtype=torch.float64)
-    tokens, kept = first_token_samples(p_t, q_t, n, width, generator)
+    tokens, kept = tree_first_tokens(p_t, q_t, n, width, generator)
     freq = torch.bincount(tokens, minlength=len(p)).double() / n
     assert (freq - p_t).abs().max() < 0.01, (freq, p_t)
     assert abs(kept.double().mean() - float(kept_probability(exact_p, exact_q, width))) < 0.01

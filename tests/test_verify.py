@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specdemo.judge.sampling import sample
-from specdemo.judge.verify import first_token_samples, verify, verify_greedy
+from specdemo.judge.verify import chain_first_tokens, verify, verify_greedy
 
 
 def test_verify_accepts_everything_when_draft_equals_target():
@@ -66,11 +66,11 @@ def test_empty_draft_is_a_plain_target_step():
         assert v.next_token == int(sample(p, torch.Generator().manual_seed(seed)))
 
 
-def test_first_token_samples_follow_p():
+def test_chain_first_tokens_follow_p():
     g = torch.Generator().manual_seed(0)
     p = torch.tensor([0.5, 0.3, 0.2, 0.0])
     q = torch.tensor([0.1, 0.1, 0.4, 0.4])
-    samples = first_token_samples(p, q, 200_000, g)
+    samples = chain_first_tokens(p, q, 200_000, g)
     freq = torch.bincount(samples, minlength=4).float() / samples.numel()
     torch.testing.assert_close(freq, p, atol=0.005, rtol=0)
 

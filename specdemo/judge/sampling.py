@@ -4,8 +4,8 @@ residual, and an exact sampler (``verify`` applies them to a round).
 Nothing here knows about models or tokenizers; warping uses transformers' own logits warpers, the
 rest is torch. The rule is that of Leviathan et al. (2023) / Chen et al. (2023): draft token x is
 kept with probability min(1, p(x)/q(x)) (``acceptance_probs``); the first rejection is replaced
-by a sample from max(0, p - q) / sum (``residual``). Ratios and the residual are computed in
-float64.
+by a sample from max(0, p - q) / sum (``residual``). Both are the judges' one arithmetic
+(``specdemo.judge.residual``), in float64.
 
 ``RULES`` holds that rule and, for teaching, three classic ways to get it wrong. Each mistake is
 one switch of an ``AcceptanceRule``, read in exactly one place of the path every caller runs
@@ -22,6 +22,8 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+
+from specdemo.judge import residual as arithmetic
 
 
 @dataclass(frozen=True)
@@ -208,8 +210,7 @@ def acceptance_probs(
     """min(1, p(x)/q(x)) in float64; q(x) > 0 for any token the draft actually sampled."""
     if rule.accept_all:
         return torch.ones_like(p_x, dtype=torch.float64)
-    p_x, q_x = p_x.double(), q_x.double()
-    return torch.clamp(p_x / q_x.clamp_min(torch.finfo(torch.float64).tiny), max=1.0)
+    return arithmetic.acceptance(p_x.double(), q_x.double())
 
 
 def residual(
@@ -225,9 +226,7 @@ def residual(
     p_row = p_row.double()
     if rule.resample_from_p:
         return p_row
-    r = torch.clamp(w * p_row - q_row.double(), min=0.0)
-    mass = r.sum(-1, keepdim=True)
-    return torch.where(mass > 0, r / mass.clamp_min(torch.finfo(torch.float64).tiny), p_row)
+    return arithmetic.residual(p_row, q_row.double(), w)
 
 
 def valid_rows(probs: torch.Tensor) -> torch.Tensor:

@@ -11,30 +11,24 @@ instead of stopping the walk. On a chain this is block verification; on every fi
 tests/test_block.py enumerates it is exact and keeps at least what the root-to-leaf rule
 (``tree.judge``) keeps, and visiting siblings against the order drawn is not exact.
 
-``traversal`` is the arithmetic (exact fractions or float64 tensors), ``traverse`` the engine's
-round: one uniform per visit and one host transfer.
+``traversal`` is the walk's arithmetic (exact fractions or float64 tensors, through
+``residual``, the judges' one module), ``traverse`` the engine's round: one uniform per visit
+and one host transfer.
 """
 
 from dataclasses import dataclass
 
 import torch
 
+from specdemo.judge.residual import (
+    acceptance,
+    choose,
+    residual_and_mass,
+    running_weights,
+    stop_chance,
+)
 from specdemo.judge.sampling import check_tokens, sample
 from specdemo.judge.tree import Fishbone, TreeVerdict, Trial
-from specdemo.judge.verify import running_weights
-
-
-def _where(condition, a, b):
-    """a where `condition` holds, else b: a tensor's torch.where (no host sync), a Python
-    choice for exact arithmetic (``fractions.Fraction``)."""
-    if isinstance(condition, torch.Tensor):
-        return torch.where(condition, a, b)
-    return a if condition else b
-
-
-def _cap(a):
-    """min(1, a) without a host sync."""
-    return a.clamp(max=1.0) if isinstance(a, torch.Tensor) else min(a, a * 0 + 1)
 
 
 def remove(p, q, weight, child):
@@ -42,19 +36,12 @@ def remove(p, q, weight, child):
     row becomes the residual max(weight p - q, 0) normalised, the draft row loses `child` (its
     children were drawn without replacement), and the weight becomes S / (S + 1 - weight), S
     the residual's mass. Arithmetic only (tensors or Fractions)."""
-    r = weight * p - q
-    r = r * (r > 0)
-    mass = r.sum()
-    p = _where(mass > 0, r / _where(mass > 0, mass, mass * 0 + 1), p)
+    p, mass = residual_and_mass(p, q, weight)
     q = q * 1
     q[child] = q[child] * 0
     left = q.sum()
-    q = _where(left > 0, q / _where(left > 0, left, left * 0 + 1), q)
-    denominator = mass + 1 - weight
-    weight = _where(
-        denominator > 0, mass / _where(denominator > 0, denominator, mass * 0 + 1), mass * 0 + 1
-    )
-    return p, q, weight
+    q = choose(left > 0, q / choose(left > 0, left, left * 0 + 1), q)
+    return p, q, stop_chance(mass, 1 - weight)
 
 
 @dataclass(frozen=True)
@@ -73,16 +60,24 @@ class Visit:
     q_x: object  # used them (the root: 1 and 1)
 
 
+def gather(rows, tokens: list[int]):
+    """Row d's probability of tokens[d], for each d: a (k,) tensor from a tensor's rows, else a
+    list (of Fractions)."""
+    if isinstance(rows, torch.Tensor):
+        depths = torch.arange(len(tokens), device=rows.device)
+        return rows[depths, torch.tensor(tokens, dtype=torch.long, device=rows.device)]
+    return [rows[d][x] for d, x in enumerate(tokens)]
+
+
 def traversal(tree: "Fishbone", p, q) -> list[Visit]:
     """Every node traversal verification tries, in the order it tries them (post-order, siblings
     in the order drawn), each with its chance given that the ones before were not kept. p: the
     target's rows of the tree's pass (rows, vocab), q: the draft's rows at each depth (K, vocab).
     Arithmetic only: float64 tensors (no host sync) or object arrays of Fractions."""
     k = len(tree.chain)
-    weights = [p[0][0] * 0 + 1]
-    for d, x in enumerate(tree.chain):
-        weights.append(_cap(weights[d] * p[d][x] / q[d][x]))
-    one = weights[0]
+    one = p[0][0] * 0 + 1
+    chain_p, chain_q = gather(p, tree.chain), gather(q, tree.chain)
+    weights = [one, *running_weights(chain_p, chain_q)]
 
     def chain_visit(d, chance, then):
         x = tree.chain[d - 1] if d else None
@@ -93,8 +88,8 @@ def traversal(tree: "Fishbone", p, q) -> list[Visit]:
         p_d, q_d, weight = remove(p[d], q[d], weights[d], tree.chain[d])
         rows = tree.sibling_rows(d)
         for j, s in enumerate(tree.siblings[d]):
-            ratio = weight * p_d[s] / _where(q_d[s] > 0, q_d[s], q_d[s] * 0 + 1)
-            visits.append(Visit(d + 1, j + 1, rows[j], _cap(ratio), p[rows[j]], p_d[s], q_d[s]))
+            chance = acceptance(weight * p_d[s], q_d[s])
+            visits.append(Visit(d + 1, j + 1, rows[j], chance, p[rows[j]], p_d[s], q_d[s]))
             p_d, q_d, weight = remove(p_d, q_d, weight, s)
         visits.append(chain_visit(d, weight if d else one, p_d))
     return visits
@@ -113,8 +108,7 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
     then = torch.stack([v.then for v in visits])[first]
     token = sample(then[None], generator)
     k, n = len(tree.chain), len(visits)
-    depths, chain = torch.arange(k, device=p.device), torch.tensor(tree.chain, device=p.device)
-    weights = torch.exp(running_weights(p[depths, chain][None], q[depths, chain][None]))[0]
+    weights = running_weights(gather(p, tree.chain), gather(q, tree.chain))
     seen = torch.stack(
         [
             torch.as_tensor(v, dtype=torch.float64, device=p.device)
@@ -150,7 +144,7 @@ def traverse(tree: Fishbone, p: torch.Tensor, q: torch.Tensor, generator) -> Tre
         p_x=chain_p,
         q_x=chain_q,
         accept_prob=[
-            min(1.0, a / b) if b > 0 else 1.0 for a, b in zip(chain_p, chain_q, strict=True)
+            acceptance(a, b) if b > 0 else 1.0 for a, b in zip(chain_p, chain_q, strict=True)
         ],
         u=[u[chain_visit[d]] for d in range(1, k + 1)],
         next_dist=then,

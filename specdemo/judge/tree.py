@@ -10,7 +10,8 @@ q without the earlier siblings, renormalised, and after a rejection p_{i+1} = no
 q_i)). When every child is rejected the next token comes from what is left of p; below a kept
 leaf the bonus comes from that leaf's own row of p. With one child this is the chain's rule, so
 the output is distributed exactly as the target's (tests/test_tree.py enumerates it with
-fractions).
+fractions). The arithmetic, min(1, p/q) and the residual, is the judges' one module
+(``residual``).
 
 Judged as a block, a fishbone is walked leaf to root instead (``traversal``).
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specdemo.judge.residual import acceptance, excess, residual
 from specdemo.judge.sampling import check_tokens, sample
 
 
@@ -41,11 +43,7 @@ def node_steps(p, q, children, renormalise: bool = True):
         else:
             q_i = q / q.sum() if renormalise else q
         yield i, c, p, q_i
-        r = p - q_i
-        r = r * (r > 0)
-        mass = r.sum()
-        if mass > 0:  # zero only when p <= q_i everywhere: then no rejection can happen
-            p = r / mass
+        p = residual(p, q_i)  # p itself only when p <= q_i everywhere: no rejection then
         if renormalise and q is not None:
             q = q * 1
             q[c] = q[c] * 0
@@ -66,8 +64,7 @@ def node_rule(p, q, children, passes: Callable[..., bool], renormalise: bool = T
     for i, c, p_i, q_i in node_steps(p, q, children, renormalise):
         if c is None:
             return None, p_i
-        a = p_i[c] / q_i[c]
-        if passes(i, a if a < 1 else a * 0 + 1, p_i[c], q_i[c]):
+        if passes(i, acceptance(p_i[c], q_i[c]), p_i[c], q_i[c]):
             return i, p_i
 
 
@@ -214,7 +211,7 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor | None, generator) ->
             float(q[depth, tree.chain[depth]]) if q is not None else 1.0,
         )
         u = float(torch.rand((), generator=generator, dtype=torch.float64, device=p.device))
-        chain.append(Trial(x, p_x, q_x, min(1.0, p_x / q_x) if q_x > 0 else 1.0, u, False))
+        chain.append(Trial(x, p_x, q_x, acceptance(p_x, q_x) if q_x > 0 else 1.0, u, False))
     token = check_tokens(sample(dist[None], generator).tolist(), "tree")[0]
     return TreeVerdict(
         n_accepted=n,
@@ -232,7 +229,7 @@ def judge(tree: Fishbone, p: torch.Tensor, q: torch.Tensor | None, generator) ->
     )
 
 
-def first_token_samples(
+def tree_first_tokens(
     p: torch.Tensor, q: torch.Tensor, n: int, width: int, generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """n independent first tokens of a tree round whose root has `width` children drawn from the
@@ -255,11 +252,15 @@ def first_token_samples(
     last_q = int((q > 0).nonzero().max())
     support = int((q > 0).sum())
 
+    def cumulative(j: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Σ max(0, p − t·q) over the sorted tokens up to j, all with p/q > t: the residual's
+        excess of the cumulated rows."""
+        return excess(big_p[j], t * big_q[j])
+
     def mass(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(how many sorted tokens have p/q > t, N(t) = Σ max(0, p − t·q))."""
         k = torch.searchsorted(descending, -t.contiguous())
-        j = (k - 1).clamp_min(0)
-        return k, torch.where(k > 0, big_p[j] - t * big_q[j], torch.zeros_like(t))
+        return k, torch.where(k > 0, cumulative((k - 1).clamp_min(0), t), torch.zeros_like(t))
 
     t = torch.zeros(n, dtype=torch.float64, device=dev)
     left = torch.ones(n, dtype=torch.float64, device=dev)  # N(t): what is left of p
@@ -273,8 +274,8 @@ def first_token_samples(
         for c in torch.sort(tried, dim=1).values.T:
             v = torch.where(cdf_q[c] - q[c] <= v, v + q[c], v)
         child = torch.searchsorted(cdf_q, v, right=True).clamp_max(last_q)
-        p_x = (p[child] - t * q[child]).clamp_min(0) / left
-        a = torch.clamp(p_x / (q[child] / s), max=1.0)
+        p_x = excess(p[child], t * q[child]) / left
+        a = acceptance(p_x, q[child] / s)
         u = torch.rand(n, generator=generator, dtype=torch.float64, device=dev)
         keep = alive & (u < a)
         out = torch.where(keep, child, out)
@@ -290,7 +291,7 @@ def first_token_samples(
     lo, hi = torch.zeros_like(k), (k - 1).clamp_min(0)
     while bool((lo < hi).any()):  # the first j with C(j) > v
         mid = (lo + hi) // 2
-        above = big_p[mid] - t * big_q[mid] > v
+        above = cumulative(mid, t) > v
         hi, lo = torch.where(above, mid, hi), torch.where(above, lo, mid + 1)
     out = torch.where(alive, order[lo], out)
     return out, ~alive

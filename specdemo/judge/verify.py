@@ -20,13 +20,20 @@ token-wise's outcome, so it is judged token by token.
 
 ``verify_many`` judges B independent rounds at once, the same step the engine runs with B = 1,
 so the app's exactness lab draws through the engine's own code; ``verify_greedy`` is the
-temperature-0 case. The maths it applies lives in ``sampling`` and ``residual``.
+temperature-0 case. The arithmetic it applies lives in ``residual`` (the judges' one module),
+the rule's switches in ``sampling``.
 """
 
 from dataclasses import dataclass, field
 
 import torch
 
+from specdemo.judge.residual import (
+    log_ratios,
+    log_running_weights,
+    residual_mass,
+    stop_chance,
+)
 from specdemo.judge.sampling import (
     EXACT,
     AcceptanceRule,
@@ -118,32 +125,11 @@ def expected_kept(accept_prob: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return torch.stack([token, (1 - survive).sum(1)], 1)
 
 
-def running_weights(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
-    """(B, k) float64 w_i = min(1, w_(i-1) p(x_i)/q(x_i)), w_0 = 1, in log space: with S the
-    running sum of log ratios, log w_i = S_i - max(0, S_1..S_i)."""
-    tiny = torch.finfo(torch.float64).tiny
-    logs = torch.log(p_x.double()) - torch.log(q_x.double().clamp_min(tiny))
-    s = logs.cumsum(1)
-    peak = torch.cummax(torch.cat([torch.zeros_like(s[:, :1]), s], 1), 1).values[:, 1:]
-    return torch.nan_to_num(s - peak, nan=-torch.inf).clamp(max=0.0)  # log w; -inf: w = 0
-
-
-def residual_mass(p: torch.Tensor, q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """(n,) sum over the vocabulary of max(w p - q, 0), summed in float64, for n rows of p, q
-    and weights w (n,): the mass a block residual keeps. The differences are taken in the rows'
-    own precision (float32 from a model: the rounding p and q already carry), which keeps a
-    152k-token row to one pass."""
-    return (w[:, None].to(p.dtype) * p - q).clamp_(min=0).sum(-1, dtype=torch.float64)
-
-
 def stopping_chances(log_w, masses) -> torch.Tensor:
     """(B, k) h_i = r_i / (r_i + 1 - w_i) for i < k (1 where that is 0 / 0) and h_k = w_k, from
     log w (B, k) and the block residual masses r_i (B, k - 1); 1 - w is -expm1(log w)."""
-    w = torch.exp(log_w)
-    short = -torch.expm1(log_w[:, :-1])
-    denominator = masses + short
-    inner = torch.where(denominator > 0, masses / denominator.clamp_min(1e-300), 1.0)
-    return torch.cat([inner, w[:, -1:]], 1)
+    inner = stop_chance(masses, -torch.expm1(log_w[:, :-1]))
+    return torch.cat([inner, torch.exp(log_w[:, -1:])], 1)
 
 
 def block_chances(p, p_rows, q, q_rows, p_x, q_x) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,18 +138,18 @@ def block_chances(p, p_rows, q, q_rows, p_x, q_x) -> tuple[torch.Tensor, torch.T
     (p row, q row, weight) has its residual mass computed once, a few rows at a time, so the
     memory stays at the tables whatever B."""
     batch, k = p_x.shape
-    log_w = running_weights(p_x, q_x)
+    log_w = log_running_weights(p_x, q_x)
     if k == 1:
         return log_w, stopping_chances(log_w, log_w.new_zeros((batch, 0)))
     rows_p, rows_q, weights = p_rows[:, 1:k], q_rows[:, 1:k], log_w[:, :-1]
     if batch == 1:  # the engine's round: k - 1 rows at once, no host sync
-        masses = residual_mass(p[rows_p[0]], q[rows_q[0]], torch.exp(weights[0]))
+        masses = residual_mass(p[rows_p[0]], q[rows_q[0]], torch.exp(weights[0])[:, None])
         return log_w, stopping_chances(log_w, masses[None])
     keys = torch.stack([rows_p.double(), rows_q.double(), weights], -1).view(-1, 3)
     unique, where = torch.unique(keys, dim=0, return_inverse=True)
     masses = torch.cat(
         [
-            residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2]))
+            residual_mass(p[part[:, 0].long()], q[part[:, 1].long()], torch.exp(part[:, 2:]))
             for part in unique.split(64)
         ]
     )
@@ -246,11 +232,16 @@ def block_tau(u, h, log_w, p_x, q_x, rule: AcceptanceRule = EXACT) -> torch.Tens
     if rule.accept_all:
         return torch.full((batch,), k, dtype=torch.long, device=u.device)
     if rule.block_prefix:
-        tiny = torch.finfo(torch.float64).tiny
-        logs = torch.log(p_x.double()) - torch.log(q_x.double().clamp_min(tiny))
-        h = torch.exp(torch.nan_to_num(logs.cumsum(1), nan=-torch.inf)).clamp(max=1.0)
+        h = prefix_products(p_x, q_x)
     positions = torch.arange(1, k + 1, device=u.device)
     return torch.where(u < h, positions, 0).max(1).values
+
+
+def prefix_products(p_x: torch.Tensor, q_x: torch.Tensor) -> torch.Tensor:
+    """(B, k) min(1, p/q multiplied along the prefix): the block-prefix mistake's chances, which
+    the exact block rule replaces by its running weights and stopping chances."""
+    s = log_ratios(p_x, q_x).cumsum(1)
+    return torch.exp(torch.nan_to_num(s, nan=-torch.inf)).clamp(max=1.0)
 
 
 def verify(
@@ -341,7 +332,7 @@ def verify_greedy(draft: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
     )
 
 
-def first_token_samples(
+def chain_first_tokens(
     p: torch.Tensor,
     q: torch.Tensor | None,
     n: int,

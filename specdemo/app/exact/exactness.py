@@ -24,8 +24,8 @@ from specdemo.judge.sampling import (
     logits_to_probs,
     pad_vocab,
 )
-from specdemo.judge.tree import first_token_samples as tree_first_tokens
-from specdemo.judge.verify import first_token_samples
+from specdemo.judge.tree import tree_first_tokens
+from specdemo.judge.verify import chain_first_tokens
 from specdemo.runtime.lm import forward
 from specdemo.text import token_labels, token_text
 
@@ -56,7 +56,7 @@ class Exactness:
     tv_rule: float = 0.0
     power_rule: float = 0.0
     # A tree round tries up to `width` guesses for the first token, drawn from q without
-    # replacement (``tree.first_token_samples``); `kept` is the fraction of draws that kept one.
+    # replacement (``tree.tree_first_tokens``); `kept` is the fraction of draws that kept one.
     width: int = 1
     kept: float | None = None
 
@@ -87,7 +87,7 @@ def measure(
         )
         speculative, kept = speculative.cpu(), from_draft.double().mean().item()
     else:
-        speculative = first_token_samples(p, q, n, generator, rule).cpu()
+        speculative = chain_first_tokens(p, q, n, generator, rule).cpu()
     # torch's own sampler, independent of specdemo's, is the reference for "directly from p".
     direct = torch.multinomial(p, n, replacement=True, generator=generator).cpu()
     p, q = pad_vocab(p, vocab).double().cpu(), pad_vocab(q, vocab).double().cpu()

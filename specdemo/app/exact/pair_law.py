@@ -15,8 +15,9 @@ q(· | a), so the law is computed only where the rule's first token can be at mo
 import torch
 
 from specdemo.app.exact.chi_square import rule_distribution
+from specdemo.judge.residual import log_running_weights, residual_mass
 from specdemo.judge.sampling import AcceptanceRule, acceptance_probs, residual
-from specdemo.judge.verify import residual_mass, running_weights, stopping_chances
+from specdemo.judge.verify import prefix_products, stopping_chances
 
 ROWS = 1024  # the most first tokens whose second-token rows the law is computed from
 BATCH = 64
@@ -60,19 +61,17 @@ def round_one(a, p0, q0, p1, q1, rule: AcceptanceRule, k: int, judge: str):
     else:  # P(keep both) = h2, P(keep x1 alone) = (1 - h2) h1, P(neither) = (1 - h1)(1 - h2)
         p_x = torch.stack([p0[a, None].expand_as(p1), p1], -1).view(-1, 2)  # (B·vocab, 2)
         q_x = torch.stack([q0[a, None].expand_as(q1), q1], -1).view(-1, 2)
-        log_w = running_weights(p_x, q_x).view(*p1.shape, 2)
+        log_w = log_running_weights(p_x, q_x).view(*p1.shape, 2)
         w_one = torch.exp(log_w[:, :1, 0])  # (B, 1) the running weight after x1
         h2 = torch.exp(log_w[..., 1])
         if rule.block_prefix:  # min(1, Π p/q) along the prefix (``verify.block_tau``), w = 1
-            tiny = torch.finfo(torch.float64).tiny
-            logs = torch.log(p_x.double()) - torch.log(q_x.double().clamp_min(tiny))
-            h = torch.exp(torch.nan_to_num(logs.cumsum(1), nan=-torch.inf)).clamp(max=1.0)
+            h = prefix_products(p_x, q_x)
             h1, h2 = h.view(*p1.shape, 2)[:, :1, 0], h.view(*p1.shape, 2)[..., 1]
             w_one = torch.ones_like(w_one)
         else:
             # h1 = r1 / (r1 + 1 - w1), r1 the residual mass max(w1 p - q, 0) after x1: the
             # stopping chance of a one-position prefix, whose last weight is not read.
-            masses = residual_mass(p1, q1, w_one[:, 0])  # (B,)
+            masses = residual_mass(p1, q1, w_one)  # (B,)
             h1 = stopping_chances(log_w[:, :1, 0].expand(-1, 2), masses[:, None])[:, :1]
         both, one, none = h2, (1 - h2) * h1, (1 - h1) * (1 - h2)
     after = residual(p1, q1, rule, w_one)  # (B, vocab) the next token after x1 alone is kept

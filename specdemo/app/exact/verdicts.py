@@ -54,7 +54,7 @@ TREE_RULE = (
     "max(0, p − q) normalised; if none is kept, draw from what is left of p.** This is "
     "recursive rejection sampling without replacement; with one guess it is the chain's rule. "
     "The draws here use the rule's closed form, vectorised over all N at once "
-    "(`tree.first_token_samples`), not the engine's walk of each tree; the tests check that "
+    "(`tree.tree_first_tokens`), not the engine's walk of each tree; the tests check that "
     "form against the engine's own node rule, enumerated exactly, and run χ² on the engine's "
     "tree rounds."
 )

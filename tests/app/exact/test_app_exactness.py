@@ -215,12 +215,12 @@ Q4 = torch.tensor([0.2, 0.5, 0.2, 0.1], dtype=torch.double)
 @pytest.mark.parametrize("name", list(RULES))
 def test_each_rules_first_token_distribution_is_what_the_engine_draws(name):
     """``rule_distribution``'s closed form against 40,000 first tokens drawn through the engine's
-    own drafting and judging (``verify.first_token_samples``): the χ² check does not reject it,
+    own drafting and judging (``verify.chain_first_tokens``): the χ² check does not reject it,
     and it is p only for the exact rule."""
-    from specdemo.judge.verify import first_token_samples
+    from specdemo.judge.verify import chain_first_tokens
 
     expected = chi_square.rule_distribution(P4, Q4, RULES[name])
-    draws = first_token_samples(P4, Q4, 40_000, make_generator(5, "cpu"), RULES[name])
+    draws = chain_first_tokens(P4, Q4, 40_000, make_generator(5, "cpu"), RULES[name])
     counts = torch.bincount(draws, minlength=4).double()
     assert chi_square.chi2_pvalue(counts, expected) > 1e-3
     tv = 0.5 * float((expected - P4).abs().sum())
