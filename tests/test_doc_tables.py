@@ -1,15 +1,18 @@
-"""The docs' measured tables are what their raw JSON gives (scripts/doc_tables.py), and every
-raw JSON says where it was measured."""
+"""The docs' measured tables are what their raw JSON gives (scripts/docs_writer, run by
+scripts/docs_writer.py), their targets are what targets.toml holds, and every raw JSON says where
+it was measured."""
 
-import importlib.util
 import json
 import re
+import sys
+import tomllib
 
+import pytest
 from conftest import ROOT
 
-spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
-doc_tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(doc_tables)
+sys.path.insert(0, str(ROOT / "scripts"))
+import docs_writer  # noqa: E402
+from docs_writer import core  # noqa: E402
 
 # Tables in README, BENCHMARKS and INSTALL that are not drawn from docs/bench's JSON, and why.
 NOT_FROM_JSON = {
@@ -24,21 +27,21 @@ NOT_FROM_JSON = {
 
 
 def test_every_marked_table_is_what_its_json_gives():
-    assert doc_tables.differing() == []
+    assert docs_writer.differing() == []
 
 
 def test_the_check_catches_a_changed_figure():
     text = (ROOT / "docs" / "BENCHMARKS.md").read_text(encoding="utf-8")
-    block = doc_tables.BLOCK.search(text)
+    block = docs_writer.BLOCK.search(text)
     changed = text.replace(block[3], block[3].replace("|", "| 9.99", 1), 1)
-    assert doc_tables.rewrite(changed) == text  # drawn anew from the JSON, the figure goes
+    assert docs_writer.rewrite(changed) == text  # drawn anew from the JSON, the figure goes
 
 
 def test_every_measured_table_is_drawn_from_json():
     """A table with a figure in README, BENCHMARKS or INSTALL is marked, or listed above."""
     loose = []
     for name in ("README.md", "docs/BENCHMARKS.md", "docs/INSTALL.md"):
-        text = doc_tables.BLOCK.sub("", (ROOT / name).read_text(encoding="utf-8"))
+        text = docs_writer.BLOCK.sub("", (ROOT / name).read_text(encoding="utf-8"))
         for table in re.findall(r"(?:^\|.*\n)+", text, re.M):
             header = table.split("\n")[0]
             known = any(header.startswith(h) for h in NOT_FROM_JSON)
@@ -57,27 +60,42 @@ def test_every_raw_json_records_its_machine():
 def test_the_script_writes_only_when_told_and_says_how(capsys):
     """No argument is an error that changes nothing (a stray call must not rewrite every doc);
     --help names --write and --check."""
-    import pytest
-
-    before = {doc: doc.read_text(encoding="utf-8") for doc in doc_tables.DOCS}
+    before = {doc: doc.read_text(encoding="utf-8") for doc in docs_writer.DOCS}
     with pytest.raises(SystemExit) as exit_:
-        doc_tables.main([])
+        docs_writer.main([])
     assert exit_.value.code == 2 and "--write" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        doc_tables.main(["--help"])
+        docs_writer.main(["--help"])
     assert "--write" in capsys.readouterr().out
-    assert doc_tables.main(["--check"]) == 0
-    assert {doc: doc.read_text(encoding="utf-8") for doc in doc_tables.DOCS} == before
+    assert docs_writer.main(["--check"]) == 0
+    assert {doc: doc.read_text(encoding="utf-8") for doc in docs_writer.DOCS} == before
 
 
 def test_no_figure_is_typed_by_hand_but_those_listed_with_a_reason():
     """README and every doc: measured-looking figures outside the marked tables and code blocks
     are only those TYPED lists, at most BUDGETS, each with its reason and each still in its
     doc."""
-    assert doc_tables.hand_typed() == []
-    assert len(doc_tables.TYPED) <= doc_tables.BUDGETS
-    for (name, figure), reason in doc_tables.TYPED.items():
+    assert docs_writer.hand_typed() == []
+    assert len(docs_writer.TYPED) <= docs_writer.BUDGETS
+    for (name, figure), reason in docs_writer.TYPED.items():
         assert reason and figure in (ROOT / name).read_text(encoding="utf-8"), (name, figure)
+
+
+def test_a_target_row_is_drawn_from_targets_toml(monkeypatch):
+    """The copies' target for the edits set at T 0 is the number targets.toml holds: its row
+    prints that bound, and with the bound moved below and then above any speedup, the row's
+    bound and verdict follow (a bound typed into the renderer would leave both as they were)."""
+    held = tomllib.loads((ROOT / "scripts" / "docs_writer" / "targets.toml").read_text())
+
+    def edits_row() -> str:
+        rows = core.writers()["edits-targets"]().splitlines()
+        return next(r for r in rows if r.startswith("| edits set, T 0, suffix hybrid |"))
+
+    assert f"| ≥ {held['copies']['edits_t0']:g}× |" in edits_row()
+    monkeypatch.setitem(core.TARGETS["copies"], "edits_t0", 0.5)
+    assert "| ≥ 0.5× |" in edits_row() and edits_row().endswith("| yes |")
+    monkeypatch.setitem(core.TARGETS["copies"], "edits_t0", 99.0)
+    assert "| ≥ 99× |" in edits_row() and edits_row().endswith("| **no** |")
 
 
 def test_the_figure_pattern_sees_every_unit_a_measurement_comes_in():
@@ -88,13 +106,13 @@ def test_the_figure_pattern_sees_every_unit_a_measurement_comes_in():
         "The conversion peaks at 6.7 GB and the app holds 2.18–2.21 GB, 512 MiB free; 12% more "
         "kept, after 3 minutes, over 20,000 draws, 8,000 samples a case, 20 people at once.\n"
     )
-    counted = [m[0] for m in doc_tables.FIGURE.finditer(prose)]
+    counted = [m[0] for m in docs_writer.FIGURE.finditer(prose)]
     assert counted == ["1.23×", "45 ms", "9.5 tok/s", "2–3 s", "6.7 GB", "2.18–2.21 GB",
                        "512 MiB", "12%", "3 minutes", "20,000 draws", "8,000 samples",
                        "20 people"]  # fmt: skip
     for missed in ("Qwen2.5-Coder-1.5B", "K = 3", "2026-12-07", "torch 2.13.0", "1,792 GB/s",
                    "a 28-layer target", "the 0.5B draft", "1.25 times as fast"):  # fmt: skip
-        assert not doc_tables.FIGURE.search(missed), missed
+        assert not docs_writer.FIGURE.search(missed), missed
 
 
 def test_a_figure_typed_into_a_doc_is_counted_and_a_generated_one_is_not(monkeypatch, tmp_path):
@@ -105,9 +123,9 @@ def test_a_figure_typed_into_a_doc_is_counted_and_a_generated_one_is_not(monkeyp
         "more kept after 3 minutes and 20,000 draws. One call asks at most 80 s.\n",
         encoding="utf-8",
     )
-    monkeypatch.setattr(doc_tables, "DOCS", [doc])
-    monkeypatch.setattr(doc_tables, "ROOT", tmp_path)
-    assert doc_tables.hand_typed({("doc.md", "80 s"): "a budget"}) == [
+    monkeypatch.setattr(core, "DOCS", [doc])  # hand_typed reads them from core
+    monkeypatch.setattr(core, "ROOT", tmp_path)
+    assert docs_writer.hand_typed({("doc.md", "80 s"): "a budget"}) == [
         "doc.md:1: 1.40×",
         "doc.md:10: 6.7 GB",
         "doc.md:10: 12%",
@@ -119,11 +137,11 @@ def test_a_figure_typed_into_a_doc_is_counted_and_a_generated_one_is_not(monkeyp
 def test_a_current_doc_cites_the_history_only_for_a_figure_from_an_older_run():
     """Older runs stay in bench/HISTORY.md; a current doc's line that cites it says that its
     figure comes from an older run."""
-    for doc in doc_tables.DOCS:
+    for doc in docs_writer.DOCS:
         name = str(doc.relative_to(ROOT))
         if name == "docs/bench/HISTORY.md":
             continue
-        text = doc_tables.rewrite(doc.read_text(encoding="utf-8"))
+        text = docs_writer.rewrite(doc.read_text(encoding="utf-8"))
         cites = [line for line in text.splitlines() if "HISTORY.md" in line]
         assert all("older run" in line for line in cites), name
 
@@ -138,7 +156,7 @@ def test_every_relative_link_in_the_docs_resolves():
     """A link from README or a doc to a file in the repository names a file that exists, and
     its #anchor a heading of that file (docs move sections; a dead link misleads)."""
     dead = []
-    for doc in doc_tables.DOCS:
+    for doc in docs_writer.DOCS:
         text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
         for link in re.findall(r"\]\(([^)\s]+)\)", text):
             if link.startswith(("http:", "https:", "mailto:")):
