@@ -8,7 +8,7 @@ deepest chain node first, then each depth's siblings and the chain node above th
 root. A node tried and not kept is removed, and its parent's weight, target row and draft row
 are updated as a block residual is (``remove``), so the deeper guesses' rejection is carried up
 instead of stopping the walk. On a chain this is block verification; on every fishbone
-tests/test_block.py enumerates it is exact and keeps at least what the root-to-leaf rule
+tests/judge/test_block.py enumerates it is exact and keeps at least what the root-to-leaf rule
 (``tree.judge``) keeps, and visiting siblings against the order drawn is not exact.
 
 ``traversal`` is the walk's arithmetic (exact fractions or float64 tensors, through

@@ -9,7 +9,7 @@ sampling without replacement (RSD, Jeon et al. 2024, arXiv 2402.14160; Sequoia, 
 q without the earlier siblings, renormalised, and after a rejection p_{i+1} = norm(max(0, p_i -
 q_i)). When every child is rejected the next token comes from what is left of p; below a kept
 leaf the bonus comes from that leaf's own row of p. With one child this is the chain's rule, so
-the output is distributed exactly as the target's (tests/test_tree.py enumerates it with
+the output is distributed exactly as the target's (tests/judge/test_tree.py enumerates it with
 fractions). The arithmetic, min(1, p/q) and the residual, is the judges' one module
 (``residual``).
 
@@ -241,7 +241,7 @@ def tree_first_tokens(
     (t_1 = 0, t_(i+1) = t_i + N(t_i) / S_i, with S_i = 1 − Σ_(j<i) q(c_j) the mass of q_i), and
     a rejected child's own residual is already 0. N(t) and draws from the residual come from p
     and q sorted by p/q; a child is drawn from q by inverse CDF with the earlier children's
-    intervals skipped. tests/test_tree.py checks it against ``node_rule`` enumerated exactly."""
+    intervals skipped. tests/judge/test_tree.py checks it against ``node_rule`` enumerated exactly."""
     dev = p.device
     p, q = p.double() / p.double().sum(), q.double() / q.double().sum()
     ratio = torch.where(p > 0, torch.where(q > 0, p / q.clamp_min(1e-300), torch.inf), 0.0)
