@@ -241,7 +241,8 @@ def tree_first_tokens(
     (t_1 = 0, t_(i+1) = t_i + N(t_i) / S_i, with S_i = 1 − Σ_(j<i) q(c_j) the mass of q_i), and
     a rejected child's own residual is already 0. N(t) and draws from the residual come from p
     and q sorted by p/q; a child is drawn from q by inverse CDF with the earlier children's
-    intervals skipped. tests/judge/test_tree.py checks it against ``node_rule`` enumerated exactly."""
+    intervals skipped. tests/judge/test_tree.py checks it against ``node_rule`` enumerated
+    exactly."""
     dev = p.device
     p, q = p.double() / p.double().sum(), q.double() / q.double().sum()
     ratio = torch.where(p > 0, torch.where(q > 0, p / q.clamp_min(1e-300), torch.inf), 0.0)

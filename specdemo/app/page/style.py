@@ -21,8 +21,8 @@ LARGE_TEXT_JS = "(large) => { document.documentElement.classList.toggle('large-t
 
 
 def _paint(kind: str) -> str:
-    """A token kind's background: its colour at half opacity (tests/decode/test_render.py measures the
-    kinds apart painted so)."""
+    """A token kind's background: its colour at half opacity (tests/decode/test_render.py
+    measures the kinds apart painted so)."""
     rgb = ", ".join(str(int(COLORS[kind][i : i + 2], 16)) for i in (1, 3, 5))
     return f".token-pane .tok.{kind} {{ background: rgba({rgb}, 0.5); }}\n"
 
