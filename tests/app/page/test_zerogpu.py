@@ -505,13 +505,14 @@ def test_a_forked_race_call_spends_its_seconds_on_the_models(pair, forked, monke
     them, so that the fork measures the profile again, falls below SHARE (the test's power)."""
     from specdemo.app.generate import race as race_runs
     from specdemo.cost import profile
+    from specdemo.runtime import modes
 
     for model in (pair.target, pair.draft):
         slowed(monkeypatch, model)
     race_runs.rehearse(pair)  # the app's preparation, in the main process
     if not carried:
         monkeypatch.setattr(profile, "_profiles", profile.weakref.WeakKeyDictionary())
-        monkeypatch.setattr(profile, "_fastest", profile.weakref.WeakKeyDictionary())
+        monkeypatch.setattr(modes, "_fastest", profile.weakref.WeakKeyDictionary())
     request = race(prompt_tokens=40, auto_k=True, temperature=0.0)  # greedy: all 128 tokens
     start = time.perf_counter()
     runs = {kind: run for kind, run, _ in work.tasks(pair).race(request)}
