@@ -12,16 +12,16 @@ K divides a request's passes by the same passes, in the same mode. Every lap syn
 device (``lm.Stopwatch``): on CUDA a cost is the work done, not the time to queue it.
 """
 
-import statistics
 import weakref
 
 import torch
 
 from specdemo.cost.theory import StepCosts
 from specdemo.draft.draft_vocab import context_head
-from specdemo.runtime.lm import Stopwatch, forward
+from specdemo.runtime.lm import forward
 from specdemo.runtime.modes import (
     known_modes,
+    median_passes,
     restore_modes,
     synthetic_context,
     timed_draft_step,
@@ -44,18 +44,15 @@ def pass_seconds(
     model, context: list[int], widths, head=None, repeats: int = 5
 ) -> dict[int, float]:
     """Median seconds of one forward pass over the last n tokens of `context`, for each n in
-    `widths`, with the whole context in a warm KV cache (prefilled once). The widths take turns
-    within each repeat, so a machine that slows down part-way slows all of them alike and their
-    ratios (the verify cost in target steps) hold."""
+    `widths`, with the whole context in a warm KV cache (prefilled once), through transformers'
+    own call rather than a step object; timed as the step objects are (``modes.median_passes``:
+    the widths take turns, so their ratios, the verify cost in target steps, hold)."""
     _, cache = forward(model, context, None)
-    clock, times = Stopwatch(model.device), {n: [] for n in widths}
-    for _ in range(repeats + 1):  # the first round is a warm-up
-        for n in widths:
-            clock.lap()
-            forward(model, context[-n:], cache, n_logits=n, head=head)
-            times[n].append(clock.lap())
-            cache.crop(-n)
-    return {n: statistics.median(t[1:]) for n, t in times.items()}
+
+    def run(n):
+        forward(model, context[-n:], cache, n_logits=n, head=head)
+
+    return median_passes(model.device, widths, repeats, run, lambda n: cache.crop(-n))
 
 
 def measure_costs(

@@ -36,15 +36,19 @@ def synthetic_context(*models) -> list[int]:
     return [(17 + 31 * i) % vocab for i in range(PROFILE_CONTEXT)]
 
 
-def median_laps(device, repeats: int, lap) -> float:
-    """The median seconds of `lap()` over `repeats` laps after one warm-up lap (a graph's
-    capture falls in it), each synchronised on `device`."""
-    clock, times = Stopwatch(device), []
+def median_passes(device, widths, repeats: int, run, undo) -> dict[int, float]:
+    """{n: median seconds of `run(n)`} for each n in `widths`, over `repeats` rounds after one
+    warm-up round (a graph's capture falls in it), each lap synchronised on `device`; `undo(n)`
+    rolls the cache back after each pass, outside the time. The widths take turns within each
+    round, so a machine that slows down part-way slows all of them alike and their ratios hold."""
+    clock, times = Stopwatch(device), {n: [] for n in widths}
     for _ in range(repeats + 1):
-        clock.lap()
-        lap()
-        times.append(clock.lap())
-    return statistics.median(times[1:])
+        for n in widths:
+            clock.lap()
+            run(n)
+            times[n].append(clock.lap())
+            undo(n)
+    return {n: statistics.median(t[1:]) for n, t in times.items()}
 
 
 @torch.inference_mode()
@@ -55,31 +59,25 @@ def timed_draft_step(draft, context: list[int], head, step: str | None, repeats:
     runner.fits(len(context) + 1)
     runner.run(context)
 
-    def lap():
-        runner.run(context[-1:])
-        runner.crop(1)
+    def one_step(n):
+        runner.run(context[-n:])
 
-    return median_laps(draft.device, repeats, lap), runner
+    return median_passes(draft.device, (1,), repeats, one_step, runner.crop)[1], runner
 
 
 @torch.inference_mode()
 def timed_passes(model, context: list[int], widths, mode: str, repeats: int = 5):
     """({n: median seconds of a verify pass over the last n tokens of `context`}, the step
     object), through the target's step object in `mode` as the engine runs its passes, with the
-    whole context in its warm cache. The widths take turns within each repeat, so a machine that
-    slows down part-way slows all of them alike and their ratios hold; a graph is captured in
-    the warm-up round, outside the times."""
+    whole context in its warm cache (``median_passes``)."""
     with held_step(model, mode) as runner:  # its captures stay for the requests after
         runner.fits(len(context) + max(widths))
         runner.run(context)
-        clock, times = Stopwatch(model.device), {n: [] for n in widths}
-        for _ in range(repeats + 1):  # the first round is a warm-up
-            for n in widths:
-                clock.lap()
-                runner.verify(context[-n:])
-                times[n].append(clock.lap())
-                runner.crop(n)
-    return {n: statistics.median(t[1:]) for n, t in times.items()}, runner
+
+        def verify(n):
+            runner.verify(context[-n:])
+
+        return median_passes(model.device, widths, repeats, verify, runner.crop), runner
 
 
 def fastest_of(modes, timed) -> str:
